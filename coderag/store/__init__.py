@@ -1,0 +1,1 @@
+"""Storage: the Qdrant Edge vector store, the SQLite docstore and the index state."""

@@ -1,0 +1,265 @@
+"""EdgeVectorStore: LlamaIndex vector store over Qdrant Edge, Qdrant's in-process shard (dense + sparse BM25)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any, Callable, List, Optional, Sequence
+
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore, FilterCondition, FilterOperator, MetadataFilter, MetadataFilters,
+    VectorStoreQuery, VectorStoreQueryMode, VectorStoreQueryResult,
+)
+from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+
+from coderag.errors import ConfigError, IndexLockedError
+from coderag.nodes.keys import DIRS_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
+from coderag.nodes.lexical import doc_sparse, query_sparse
+
+DENSE_VECTOR_NAME = "dense"
+SPARSE_VECTOR_NAME = "sparse"
+DOC_ID_KEY = "doc_id"
+KEYWORD_INDEX_KEYS = (FILE_PATH_KEY, DIRS_KEY, LANGUAGE_KEY, KIND_KEY, SYMBOL_KEY, DOC_ID_KEY)
+UPSERT_BATCH = 256
+DEFAULT_RRF_K = 60  # Cormack et al. 2009; Edge counts ranks from 0
+
+
+def ancestor_dirs(rel_path: str) -> list[str]:
+    """`a/b/c.py` -> ["a", "a/b"]: a keyword index on these makes "everything under a/" one exact match."""
+    parts = rel_path.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _condition(f: MetadataFilter):
+    from qdrant_edge import FieldCondition, Filter, MatchAny, MatchExcept, MatchText, MatchValue, RangeFloat
+
+    op, key, value = f.operator, f.key, f.value
+    if op == FilterOperator.EQ:
+        return FieldCondition(key=key, match=MatchValue(value=value))
+    if op == FilterOperator.NE:
+        return Filter(must_not=[FieldCondition(key=key, match=MatchValue(value=value))])
+    if op in (FilterOperator.IN, FilterOperator.ANY):
+        return FieldCondition(key=key, match=MatchAny(any=list(value)))
+    if op == FilterOperator.NIN:
+        return FieldCondition(key=key, match=MatchExcept(except_=list(value)))
+    if op == FilterOperator.TEXT_MATCH:
+        return FieldCondition(key=key, match=MatchText(text=value))
+    bounds = {FilterOperator.GT: "gt", FilterOperator.GTE: "gte", FilterOperator.LT: "lt", FilterOperator.LTE: "lte"}
+    if op in bounds:
+        return FieldCondition(key=key, range=RangeFloat(**{bounds[op]: float(value)}))
+    raise ValueError(f"filter operator {op.value!r} is not supported by EdgeVectorStore (key {key!r})")
+
+
+def to_edge_filter(filters: Optional[MetadataFilters]):
+    """MetadataFilters -> qdrant_edge Filter (AND, OR and NOT nest)."""
+    if filters is None or not filters.filters:
+        return None
+    from qdrant_edge import Filter
+
+    conds = [to_edge_filter(f) if isinstance(f, MetadataFilters) else _condition(f) for f in filters.filters]
+    conds = [c for c in conds if c is not None]
+    if filters.condition == FilterCondition.OR:
+        return Filter(should=conds)
+    if filters.condition == FilterCondition.NOT:
+        return Filter(must_not=conds)
+    return Filter(must=conds)
+
+
+class EdgeVectorStore(BasePydanticVectorStore):
+    """Dense and sparse (BM25 with IDF) vectors of leaf nodes in one embedded Qdrant Edge shard.
+
+    Only one process may open a shard; a second open raises IndexLockedError naming the folder.
+
+    Examples:
+        >>> store = EdgeVectorStore.open("/tmp/shard", dim=384)          # doctest: +SKIP
+        >>> store.add(nodes_with_embeddings)                              # doctest: +SKIP
+        >>> store.query(VectorStoreQuery(query_embedding=v, similarity_top_k=5))  # doctest: +SKIP
+    """
+
+    stores_text: bool = True
+    flat_metadata: bool = False
+    path: str = Field(description="Shard folder.")
+    dim: int = Field(gt=0, description="Dense vector size.")
+
+    _shard: Any = PrivateAttr(default=None)
+    _sparse_doc_fn: Optional[Callable[[str], tuple[list[int], list[float]]]] = PrivateAttr(default=None)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "EdgeVectorStore"
+
+    @classmethod
+    def open(cls, path: str | Path, dim: int, on_disk: bool = False, hnsw_m: int = 16, hnsw_ef_construct: int = 100,
+             quantization: str = "none", sparse_doc_fn: Callable | None = None) -> "EdgeVectorStore":
+        """Open the shard at `path`, creating it (with payload indexes) if it does not exist."""
+        # qdrant_edge is a 36 MB native module: imported only when a store is opened.
+        from qdrant_edge import (Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams, EdgeVectorParams,
+                                 HnswIndexConfig, Modifier, PayloadSchemaType, ScalarQuantizationConfig,
+                                 ScalarType, UpdateOperation)
+
+        store = cls(path=str(path), dim=dim)
+        if sparse_doc_fn is not None:
+            store._sparse_doc_fn = sparse_doc_fn
+        p = Path(path)
+        exists = p.is_dir() and (p / "edge_config.json").exists()
+        try:
+            if exists:
+                store._shard = EdgeShard.load(str(p))
+            else:
+                p.mkdir(parents=True, exist_ok=True)
+                quant = ScalarQuantizationConfig(type=ScalarType.Int8, quantile=0.99) if quantization == "int8" else None
+                cfg = EdgeConfig(
+                    vectors={DENSE_VECTOR_NAME: EdgeVectorParams(size=dim, distance=Distance.Cosine, on_disk=on_disk)},
+                    sparse_vectors={SPARSE_VECTOR_NAME: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+                    hnsw_config=HnswIndexConfig(m=hnsw_m, ef_construct=hnsw_ef_construct, full_scan_threshold=10_000),
+                    quantization_config=quant,
+                )
+                store._shard = EdgeShard.create(str(p), cfg)
+                for key in KEYWORD_INDEX_KEYS:
+                    store._shard.update(UpdateOperation.create_field_index(key, PayloadSchemaType.Keyword))
+        except Exception as exc:
+            msg = str(exc)
+            if "WouldBlock" in msg or "Can't init WAL" in msg:
+                raise IndexLockedError(
+                    f"Another process holds the index shard {p}. Stop it (for example a running "
+                    f'"coderag serve" or "coderag mcp"), or wait for it to finish.') from exc
+            if "incompatible" in msg:
+                raise ConfigError(f"The shard at {p} was built with other vector settings ({msg}). "
+                                  f'Run "coderag index --rebuild".') from exc
+            raise
+        return store
+
+    @property
+    def client(self) -> Any:
+        return self._shard
+
+    # -- writes ---------------------------------------------------------------------------------
+    def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> List[str]:
+        from qdrant_edge import Point, SparseVector, UpdateOperation
+
+        sparse_fn = self._sparse_doc_fn or doc_sparse
+        ids: list[str] = []
+        points = []
+        for node in nodes:
+            if node.embedding is None:
+                raise ValueError(f"node {node.node_id} has no embedding; embed leaves before adding them")
+            s_ids, s_vals = sparse_fn(node.get_content(metadata_mode=MetadataMode.EMBED))
+            payload = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
+            payload[DIRS_KEY] = ancestor_dirs(node.metadata.get(FILE_PATH_KEY, ""))
+            points.append(Point(node.node_id, {DENSE_VECTOR_NAME: list(node.embedding),
+                                               SPARSE_VECTOR_NAME: SparseVector(indices=s_ids, values=s_vals)}, payload))
+            ids.append(node.node_id)
+            if len(points) >= UPSERT_BATCH:
+                self._shard.update(UpdateOperation.upsert_points(points))
+                points = []
+        if points:
+            self._shard.update(UpdateOperation.upsert_points(points))
+        return ids
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """Delete every point of one document (one file)."""
+        from qdrant_edge import FieldCondition, Filter, MatchValue, UpdateOperation
+
+        self._shard.update(UpdateOperation.delete_points_by_filter(
+            Filter(must=[FieldCondition(key=DOC_ID_KEY, match=MatchValue(value=ref_doc_id))])))
+
+    def delete_nodes(self, node_ids: Optional[List[str]] = None, filters: Optional[MetadataFilters] = None,
+                     **delete_kwargs: Any) -> None:
+        from qdrant_edge import UpdateOperation
+
+        if node_ids:
+            self._shard.update(UpdateOperation.delete_points([uuid.UUID(i) for i in node_ids]))
+        flt = to_edge_filter(filters)
+        if flt is not None:
+            self._shard.update(UpdateOperation.delete_points_by_filter(flt))
+
+    def clear(self) -> None:
+        from qdrant_edge import Filter, UpdateOperation
+
+        self._shard.update(UpdateOperation.delete_points_by_filter(Filter(must=[])))
+
+    def flush(self) -> None:
+        self._shard.flush()
+
+    def optimize(self) -> bool:
+        """Build the HNSW index after a bulk load. Blocks and holds the GIL: indexer only, never a request path."""
+        return bool(self._shard.optimize())
+
+    def close(self) -> None:
+        if self._shard is not None:
+            self._shard.flush()
+            self._shard.close()
+            self._shard = None
+
+    # -- reads ----------------------------------------------------------------------------------
+    def count(self) -> int:
+        from qdrant_edge import CountRequest
+
+        return self._shard.count(CountRequest(exact=True))
+
+    def file_paths(self) -> set[str]:
+        """Every file that has at least one point (facet over the keyword index)."""
+        from qdrant_edge import FacetRequest
+
+        res = self._shard.facet(FacetRequest(key=FILE_PATH_KEY, limit=10_000_000, exact=True))
+        return {h.value for h in res.hits}
+
+    def get_nodes(self, node_ids: Optional[List[str]] = None, filters: Optional[MetadataFilters] = None,
+                  **kwargs: Any) -> List[BaseNode]:
+        if node_ids:
+            recs = self._shard.retrieve([uuid.UUID(i) for i in node_ids], True, False)
+            return [self._to_node(r.payload) for r in recs]
+        from qdrant_edge import ScrollRequest
+
+        out, offset = [], None
+        flt = to_edge_filter(filters)
+        while True:
+            recs, offset = self._shard.scroll(ScrollRequest(limit=1024, offset=offset, filter=flt, with_payload=True))
+            out.extend(self._to_node(r.payload) for r in recs)
+            if offset is None:
+                return out
+
+    @staticmethod
+    def _to_node(payload: dict) -> BaseNode:
+        return metadata_dict_to_node(payload)
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        from qdrant_edge import Fusion, Prefetch, Query, QueryRequest, SparseVector
+
+        flt = to_edge_filter(query.filters)
+        k = query.similarity_top_k
+        mode = query.mode
+
+        def sparse_query():
+            ids, vals = query_sparse(query.query_str or "")
+            return Query.Nearest(SparseVector(indices=ids, values=vals), using=SPARSE_VECTOR_NAME), bool(ids)
+
+        if mode == VectorStoreQueryMode.SPARSE:
+            q, nonempty = sparse_query()
+            if not nonempty:
+                return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+            req = QueryRequest(limit=query.sparse_top_k or k, query=q, filter=flt, with_payload=True)
+        elif mode == VectorStoreQueryMode.HYBRID:
+            q, nonempty = sparse_query()
+            prefetches = [Prefetch(limit=k, query=Query.Nearest(list(query.query_embedding), using=DENSE_VECTOR_NAME),
+                                   filter=flt)]
+            if nonempty:
+                prefetches.append(Prefetch(limit=query.sparse_top_k or k, query=q, filter=flt))
+            req = QueryRequest(limit=query.hybrid_top_k or k, query=Fusion.Rrf(k=DEFAULT_RRF_K), prefetches=prefetches,
+                               with_payload=True)
+        else:
+            if query.query_embedding is None:
+                raise ValueError("dense query needs query_embedding")
+            req = QueryRequest(limit=k, query=Query.Nearest(list(query.query_embedding), using=DENSE_VECTOR_NAME),
+                               filter=flt, with_payload=True)
+        hits = self._shard.query(req)
+        nodes = [self._to_node(h.payload) for h in hits]
+        return VectorStoreQueryResult(nodes=nodes, similarities=[h.score for h in hits], ids=[str(h.id) for h in hits])
+
+
+def payload_json(node: BaseNode) -> str:
+    """The payload a node is stored with, as JSON (for debugging and tests)."""
+    return json.dumps(node_to_metadata_dict(node), ensure_ascii=False)

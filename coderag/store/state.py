@@ -1,0 +1,165 @@
+"""Index state in one SQLite file: file manifest, node docstore (KV), chunk-hash embedding cache, dedup table.
+
+Everything a batch of files changes is committed in one transaction, after its vectors are in the
+shard, so a killed run leaves each file either fully old or fully new, and the next run finishes it.
+Stdlib only: `coderag status` and no-change runs open it without LlamaIndex.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+SCHEMA_VERSION = "1"
+STATUS_INDEXED = "indexed"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, sha256 TEXT,
+    language TEXT, status TEXT NOT NULL, n_nodes INTEGER NOT NULL DEFAULT 0, n_leaves INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS kv (collection TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    PRIMARY KEY (collection, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS embed_cache (key TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS chunks (
+    node_id TEXT PRIMARY KEY, hash TEXT NOT NULL, file_path TEXT NOT NULL,
+    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, duplicate_of TEXT
+);
+CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
+CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_path);
+CREATE INDEX IF NOT EXISTS chunks_dup ON chunks(duplicate_of);
+"""
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: Optional[str]
+    language: Optional[str]
+    status: str
+    n_nodes: int
+    n_leaves: int
+
+
+class IndexState:
+    """The SQLite side of an index. Writes are buffered in a transaction until `commit()`."""
+
+    def __init__(self, db_path: str | Path, readonly: bool = False) -> None:
+        self.path = Path(db_path)
+        if readonly:
+            self.conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+        else:
+            self.conn = sqlite3.connect(str(self.path), check_same_thread=False)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.executescript(_SCHEMA)
+            self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+            self.conn.commit()
+        self.lock = threading.RLock()
+
+    def commit(self) -> None:
+        with self.lock:
+            self.conn.commit()
+
+    def close(self) -> None:
+        """Close; anything not committed is rolled back (a failed batch leaves no half-written file)."""
+        self.conn.rollback()
+        self.conn.close()
+
+    # -- meta --
+    def get_meta(self, key: str) -> Optional[str]:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # -- manifest --
+    def files(self) -> dict[str, FileRecord]:
+        rows = self.conn.execute("SELECT path, size, mtime_ns, sha256, language, status, n_nodes, n_leaves FROM files")
+        return {r[0]: FileRecord(*r) for r in rows}
+
+    def file(self, path: str) -> Optional[FileRecord]:
+        r = self.conn.execute("SELECT path, size, mtime_ns, sha256, language, status, n_nodes, n_leaves FROM files "
+                              "WHERE path=?", (path,)).fetchone()
+        return FileRecord(*r) if r else None
+
+    def put_file(self, rec: FileRecord) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)",
+                          (rec.path, rec.size, rec.mtime_ns, rec.sha256, rec.language, rec.status, rec.n_nodes,
+                           rec.n_leaves))
+
+    def delete_file(self, path: str) -> None:
+        self.conn.execute("DELETE FROM files WHERE path=?", (path,))
+        self.conn.execute("DELETE FROM chunks WHERE file_path=?", (path,))
+
+    def counts(self) -> dict[str, int]:
+        q = self.conn.execute
+        return {
+            "files": q("SELECT COUNT(*) FROM files WHERE status=?", (STATUS_INDEXED,)).fetchone()[0],
+            "skipped": q("SELECT COUNT(*) FROM files WHERE status!=?", (STATUS_INDEXED,)).fetchone()[0],
+            "nodes": q("SELECT COALESCE(SUM(n_nodes),0) FROM files").fetchone()[0],
+            "leaves": q("SELECT COALESCE(SUM(n_leaves),0) FROM files").fetchone()[0],
+            "duplicates": q("SELECT COUNT(*) FROM chunks WHERE duplicate_of IS NOT NULL").fetchone()[0],
+        }
+
+    # -- embedding cache: sha256(model + embedded text) -> float32 vector --
+    def cached_vectors(self, keys: list[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for i in range(0, len(keys), 500):
+            part = keys[i:i + 500]
+            rows = self.conn.execute(f"SELECT key, vector FROM embed_cache WHERE key IN ({','.join('?' * len(part))})",
+                                     part)
+            out.update(rows)
+        return out
+
+    def cache_vectors(self, items: Iterable[tuple[str, bytes]]) -> None:
+        self.conn.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?, ?)", items)
+
+    # -- dedup table --
+    def copies(self, chunk_hash: str) -> tuple[int, Optional[str]]:
+        """(how many indexed copies of this content exist, the canonical node id)."""
+        row = self.conn.execute("SELECT COUNT(*), MIN(CASE WHEN duplicate_of IS NULL THEN node_id END) FROM chunks "
+                                "WHERE hash=? AND duplicate_of IS NULL", (chunk_hash,)).fetchone()
+        return row[0], row[1]
+
+    def add_chunk(self, node_id: str, chunk_hash: str, file_path: str, start: int, end: int,
+                  duplicate_of: Optional[str]) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?)",
+                          (node_id, chunk_hash, file_path, start, end, duplicate_of))
+
+    def dependents(self, file_path: str) -> set[str]:
+        """Files whose chunks are recorded as duplicates of a chunk in `file_path`."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT d.file_path FROM chunks d JOIN chunks c ON d.duplicate_of = c.node_id "
+            "WHERE c.file_path=? AND d.file_path!=?", (file_path, file_path))
+        return {r[0] for r in rows}
+
+    def other_locations(self, node_id: str) -> list[tuple[str, int, int]]:
+        rows = self.conn.execute("SELECT file_path, start_line, end_line FROM chunks WHERE duplicate_of=? "
+                                 "ORDER BY file_path, start_line", (node_id,))
+        return [tuple(r) for r in rows]
+
+    # -- raw KV for the docstore --
+    def kv_put_many(self, collection: str, items: list[tuple[str, dict]]) -> None:
+        self.conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)",
+                              [(collection, k, json.dumps(v, ensure_ascii=False)) for k, v in items])
+
+    def kv_get(self, collection: str, key: str) -> Optional[dict]:
+        row = self.conn.execute("SELECT value FROM kv WHERE collection=? AND key=?", (collection, key)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def kv_get_all(self, collection: str) -> dict[str, dict]:
+        rows = self.conn.execute("SELECT key, value FROM kv WHERE collection=?", (collection,))
+        return {k: json.loads(v) for k, v in rows}
+
+    def kv_delete(self, collection: str, key: str) -> bool:
+        cur = self.conn.execute("DELETE FROM kv WHERE collection=? AND key=?", (collection, key))
+        return cur.rowcount > 0

@@ -1,0 +1,1 @@
+"""Evaluation: datasets, metrics, the eval runner and benchmarks."""

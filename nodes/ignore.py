@@ -1,0 +1,203 @@
+"""Ignore rules: nested .gitignore, .git/info/exclude, .coderagignore and built-in noise, as git applies them."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path, PurePosixPath
+
+import pathspec
+
+log = logging.getLogger(__name__)
+
+INDEX_DIR_NAME = ".coderag"
+IGNORE_FILE_NAMES = (".gitignore", ".coderagignore")
+
+# Lowest precedence: a user's .gitignore or .coderagignore can re-include any of these with "!pattern".
+BUILTIN_PATTERNS = """
+.git/
+.hg/
+.svn/
+.bzr/
+node_modules/
+bower_components/
+jspm_packages/
+vendor/
+.venv/
+venv/
+.tox/
+.nox/
+__pycache__/
+.mypy_cache/
+.pytest_cache/
+.ruff_cache/
+.ipynb_checkpoints/
+*.egg-info/
+.eggs/
+build/
+dist/
+target/
+.next/
+.nuxt/
+.svelte-kit/
+.gradle/
+.terraform/
+coverage/
+htmlcov/
+.idea/
+.DS_Store
+*.lock
+package-lock.json
+npm-shrinkwrap.json
+pnpm-lock.yaml
+go.sum
+*.min.js
+*.min.css
+*.bundle.js
+*.map
+*_pb2.py
+*_pb2_grpc.py
+*.pb.go
+*.pyc
+*.pyo
+*.so
+*.dylib
+*.dll
+*.exe
+*.o
+*.a
+*.lib
+*.obj
+*.class
+*.jar
+*.war
+*.png
+*.jpg
+*.jpeg
+*.gif
+*.ico
+*.webp
+*.bmp
+*.tif
+*.tiff
+*.psd
+*.pdf
+*.zip
+*.tar
+*.gz
+*.tgz
+*.bz2
+*.xz
+*.7z
+*.rar
+*.whl
+*.woff
+*.woff2
+*.ttf
+*.otf
+*.eot
+*.mp3
+*.mp4
+*.wav
+*.ogg
+*.mov
+*.avi
+*.db
+*.sqlite
+*.sqlite3
+*.bin
+*.dat
+*.npy
+*.npz
+*.pkl
+*.pickle
+*.pt
+*.pth
+*.onnx
+*.safetensors
+*.parquet
+*.h5
+""".split()
+
+
+def _compile(lines: list[str], source: str) -> pathspec.GitIgnoreSpec | None:
+    """Compile gitignore lines; a malformed line is skipped (as git does) with a warning naming it."""
+    lines = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines:
+        return None
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except Exception:
+        good = []
+        for ln in lines:
+            try:
+                pathspec.GitIgnoreSpec.from_lines([ln])
+                good.append(ln)
+            except Exception as exc:  # re.error and pathspec's own errors
+                log.warning("ignoring malformed pattern %r in %s: %s", ln, source, exc)
+        return pathspec.GitIgnoreSpec.from_lines(good) if good else None
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+class IgnoreMatcher:
+    """Decides whether a path under `root` is ignored.
+
+    Levels are applied from the root down, the deepest match wins, and a negation (`!x`)
+    re-includes, as in git. At each level `.gitignore` comes before `.coderagignore`, so the
+    latter can override the former. The index folder is always ignored.
+
+    Examples:
+        >>> m = IgnoreMatcher("/repo")                      # doctest: +SKIP
+        >>> m.is_ignored("node_modules", is_dir=True)       # doctest: +SKIP
+        True
+    """
+
+    def __init__(self, root: str | os.PathLike, extra_patterns: list[str] | None = None) -> None:
+        self.root = Path(root)
+        root_lines = list(BUILTIN_PATTERNS) + list(extra_patterns or [])
+        root_lines += _read_lines(self.root / ".git" / "info" / "exclude")
+        self._root_extra = root_lines
+        self._specs: dict[str, pathspec.GitIgnoreSpec | None] = {}
+
+    def _spec_for(self, dir_rel: str) -> pathspec.GitIgnoreSpec | None:
+        if dir_rel not in self._specs:
+            d = self.root / dir_rel if dir_rel else self.root
+            lines = list(self._root_extra) if not dir_rel else []
+            for name in IGNORE_FILE_NAMES:
+                lines += _read_lines(d / name)
+            self._specs[dir_rel] = _compile(lines, str(d))
+        return self._specs[dir_rel]
+
+    def is_ignored(self, rel_path: str, is_dir: bool = False) -> bool:
+        """True if `rel_path` (POSIX, relative to the root) is ignored. Parents are not checked:
+        the walker prunes ignored directories before it looks inside them."""
+        parts = PurePosixPath(rel_path).parts
+        if not parts:
+            return False
+        if parts[0] == INDEX_DIR_NAME:
+            return True
+        ignored = False
+        for depth in range(len(parts)):
+            dir_rel = "/".join(parts[:depth])
+            spec = self._spec_for(dir_rel)
+            if spec is None:
+                continue
+            sub = "/".join(parts[depth:]) + ("/" if is_dir else "")
+            result = spec.check_file(sub)
+            if result.include is not None:
+                ignored = result.include
+        return ignored
+
+    def is_ignored_anywhere(self, rel_path: str) -> bool:
+        """True if the file or any of its parent directories is ignored (for paths not found by walking)."""
+        parts = PurePosixPath(rel_path).parts
+        for i in range(1, len(parts)):
+            if self.is_ignored("/".join(parts[:i]), is_dir=True):
+                return True
+        return self.is_ignored(rel_path, is_dir=False)

@@ -1,0 +1,151 @@
+"""Language detection and the tree-sitter definition tables per language."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+EXTENSIONS: dict[str, str] = {
+    ".py": "python", ".pyi": "python", ".pyw": "python",
+    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
+    ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
+    ".go": "go", ".rs": "rust", ".java": "java",
+    ".c": "c", ".h": "c",
+    ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp", ".hxx": "cpp",
+    ".cs": "csharp", ".rb": "ruby", ".php": "php",
+    ".kt": "kotlin", ".kts": "kotlin", ".scala": "scala", ".swift": "swift", ".lua": "lua",
+    ".sh": "bash", ".bash": "bash", ".zsh": "bash",
+    ".md": "markdown", ".markdown": "markdown", ".rst": "rst", ".txt": "text",
+    ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".ini": "ini", ".cfg": "ini",
+    ".html": "html", ".htm": "html", ".css": "css", ".scss": "scss", ".sql": "sql",
+    ".proto": "proto", ".tf": "hcl", ".xml": "xml", ".vue": "vue", ".svelte": "svelte",
+}
+FILENAMES: dict[str, str] = {
+    "Dockerfile": "dockerfile", "Makefile": "make", "CMakeLists.txt": "cmake",
+    "Gemfile": "ruby", "Rakefile": "ruby",
+}
+SHEBANGS: dict[str, str] = {
+    "python": "python", "python3": "python", "node": "javascript", "bash": "bash", "sh": "bash",
+    "zsh": "bash", "ruby": "ruby", "php": "php",
+}
+MARKUP_LANGUAGES = frozenset({"markdown", "rst"})
+
+
+def detect_language(rel_path: str, head: str = "") -> str:
+    """Language of a file from its name, then its shebang; "text" when neither says."""
+    p = PurePosixPath(rel_path)
+    if p.name in FILENAMES:
+        return FILENAMES[p.name]
+    lang = EXTENSIONS.get(p.suffix.lower())
+    if lang:
+        return lang
+    if head.startswith("#!"):
+        words = head[2:].split("\n", 1)[0].split()
+        if words:
+            prog = words[1] if words[0].endswith("/env") and len(words) > 1 else words[0].rsplit("/", 1)[-1]
+            prog = prog.rstrip("0123456789.") or prog
+            for name, language in SHEBANGS.items():
+                if prog == name or prog == name.rstrip("3"):
+                    return language
+    return "text"
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """Which tree-sitter node types are definitions, containers and wrappers in one language."""
+
+    # definition node type -> kind
+    definitions: dict[str, str]
+    # definitions whose body holds nested definitions that become children (classes, impls, namespaces)
+    containers: frozenset[str] = frozenset()
+    # nodes that wrap one definition and carry its decorators/export/template prefix
+    wrappers: frozenset[str] = frozenset()
+    # nodes whose children are searched for definitions as if they sat at the same level
+    transparent: frozenset[str] = frozenset()
+    # JS/TS: `const f = () => {}` declares a function
+    variable_declarations: frozenset[str] = frozenset()
+    extra_leading: frozenset[str] = field(default_factory=frozenset)
+
+
+_COMMENT_LIKE = frozenset({"comment", "line_comment", "block_comment", "doc_comment", "attribute_item",
+                           "inner_attribute_item", "decorator", "annotation", "marker_annotation",
+                           "attribute_list"})
+
+_JS_DEFS = {
+    "function_declaration": "function", "generator_function_declaration": "function",
+    "class_declaration": "class", "abstract_class_declaration": "class", "class": "class",
+    "method_definition": "method", "interface_declaration": "interface", "enum_declaration": "enum",
+    "type_alias_declaration": "type", "module": "module", "internal_module": "namespace",
+    "abstract_method_signature": "method",
+}
+_JS = Grammar(
+    definitions=_JS_DEFS,
+    containers=frozenset({"class_declaration", "abstract_class_declaration", "class", "module", "internal_module"}),
+    wrappers=frozenset({"export_statement"}),
+    variable_declarations=frozenset({"lexical_declaration", "variable_declaration"}),
+)
+
+GRAMMARS: dict[str, Grammar] = {
+    "python": Grammar(
+        definitions={"function_definition": "function", "class_definition": "class"},
+        containers=frozenset({"class_definition"}),
+        wrappers=frozenset({"decorated_definition"}),
+    ),
+    "javascript": _JS,
+    "typescript": _JS,
+    "tsx": _JS,
+    "go": Grammar(
+        definitions={"function_declaration": "function", "method_declaration": "method", "type_declaration": "type"},
+    ),
+    "rust": Grammar(
+        definitions={"function_item": "function", "impl_item": "impl", "struct_item": "struct",
+                     "enum_item": "enum", "trait_item": "trait", "mod_item": "module", "union_item": "struct",
+                     "macro_definition": "macro", "function_signature_item": "function"},
+        containers=frozenset({"impl_item", "trait_item", "mod_item"}),
+    ),
+    "java": Grammar(
+        definitions={"class_declaration": "class", "interface_declaration": "interface", "enum_declaration": "enum",
+                     "record_declaration": "class", "method_declaration": "method",
+                     "constructor_declaration": "method", "annotation_type_declaration": "interface"},
+        containers=frozenset({"class_declaration", "interface_declaration", "enum_declaration", "record_declaration"}),
+        transparent=frozenset({"enum_body_declarations"}),
+    ),
+    "c": Grammar(
+        definitions={"function_definition": "function", "struct_specifier": "struct", "enum_specifier": "enum",
+                     "union_specifier": "struct", "type_definition": "type"},
+        transparent=frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "linkage_specification"}),
+    ),
+    "cpp": Grammar(
+        definitions={"function_definition": "function", "class_specifier": "class", "struct_specifier": "struct",
+                     "enum_specifier": "enum", "union_specifier": "struct", "namespace_definition": "namespace",
+                     "type_definition": "type"},
+        containers=frozenset({"class_specifier", "struct_specifier", "namespace_definition"}),
+        wrappers=frozenset({"template_declaration"}),
+        transparent=frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "linkage_specification",
+                               "declaration_list"}),
+    ),
+    "csharp": Grammar(
+        definitions={"class_declaration": "class", "interface_declaration": "interface", "struct_declaration": "struct",
+                     "record_declaration": "class", "enum_declaration": "enum", "method_declaration": "method",
+                     "constructor_declaration": "method", "namespace_declaration": "namespace",
+                     "file_scoped_namespace_declaration": "namespace", "property_declaration": "property"},
+        containers=frozenset({"class_declaration", "interface_declaration", "struct_declaration",
+                              "record_declaration", "namespace_declaration", "file_scoped_namespace_declaration"}),
+    ),
+    "ruby": Grammar(
+        definitions={"method": "method", "singleton_method": "method", "class": "class", "module": "module"},
+        containers=frozenset({"class", "module"}),
+    ),
+    "php": Grammar(
+        definitions={"function_definition": "function", "class_declaration": "class", "method_declaration": "method",
+                     "interface_declaration": "interface", "trait_declaration": "trait", "enum_declaration": "enum",
+                     "namespace_definition": "namespace"},
+        containers=frozenset({"class_declaration", "interface_declaration", "trait_declaration",
+                              "enum_declaration", "namespace_definition"}),
+    ),
+}
+
+
+def is_comment_like(node_type: str) -> bool:
+    """True for nodes that belong to the definition after them (comments, attributes, decorators)."""
+    return node_type in _COMMENT_LIKE or node_type.endswith("comment")

@@ -1,0 +1,1 @@
+"""Wiring: the ingestion pipeline, the query pipeline and the CodeIndex facade."""

@@ -1,0 +1,316 @@
+"""Incremental ingestion: detect changed files, run the LlamaIndex IngestionPipeline on them, commit per batch.
+
+The change check needs only the stdlib, pathspec and SQLite: an unchanged tree is answered without
+importing LlamaIndex, torch or Qdrant.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from coderag.config import Settings, load_settings
+from coderag.errors import ConfigError
+from coderag.lock import WriterLock
+from coderag.nodes.ignore import IgnoreMatcher
+from coderag.nodes.scan import FileEntry, SkipLog, read_text_file, walk
+from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
+from coderag.store.state import STATUS_INDEXED, FileRecord, IndexState
+
+SPLITTER_VERSION = "1"
+BATCH_FILES = 64
+BATCH_BYTES = 512 * 1024
+OPTIMIZE_MIN_NEW_POINTS = 5_000
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+@dataclass
+class ChangeSet:
+    """What differs between the working tree and the manifest, from stat alone."""
+
+    entries: list[FileEntry]
+    candidates: list[FileEntry]  # new, or size/mtime differ: read and hash these
+    unchanged: int
+    removed: list[str]
+    skips: SkipLog
+
+
+@dataclass
+class IndexSummary:
+    root: str
+    files_seen: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    skipped: dict = field(default_factory=dict)
+    skip_items: list = field(default_factory=list)
+    chunks: int = 0  # leaf chunks written this run
+    nodes: int = 0  # all nodes written this run
+    embedded: int = 0
+    cached: int = 0
+    duplicates: int = 0
+    seconds: float = 0.0
+
+    @property
+    def chunks_per_s(self) -> float:
+        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+
+
+def fingerprint(settings: Settings) -> str:
+    """What the index content depends on: model and chunking. A change needs --rebuild."""
+    return json.dumps({"model": str(settings.model_dir()), "chunking": settings.chunking.model_dump(),
+                       "window": settings.embedding.window_tokens, "splitter": SPLITTER_VERSION}, sort_keys=True)
+
+
+def detect_changes(root: Path, state: IndexState, settings: Settings) -> ChangeSet:
+    skips = SkipLog()
+    entries = walk(root, IgnoreMatcher(root), skips)
+    manifest = state.files()
+    candidates, unchanged = [], 0
+    for e in entries:
+        rec = manifest.get(e.rel_path)
+        if rec is not None and rec.size == e.size and rec.mtime_ns == e.mtime_ns:
+            unchanged += 1
+        else:
+            candidates.append(e)
+    seen = {e.rel_path for e in entries}
+    removed = sorted(p for p in manifest if p not in seen)
+    return ChangeSet(entries, candidates, unchanged, removed, skips)
+
+
+class Ingestion:
+    """One indexing run over a root; holds the writer lock, the state and (lazily) the pipeline."""
+
+    def __init__(self, root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None):
+        self.root, self.settings, self.state, self.progress = root, settings, state, progress
+        self.summary = IndexSummary(root=str(root))
+        self._store = None
+        self._docstore = None
+        self._pipeline = None
+        self._filter = None
+        self._embedder = None
+        self._new_points = 0
+
+    # -- heavy parts, built on first use --
+    def _build(self) -> None:
+        from llama_index.core.ingestion import IngestionPipeline
+
+        from coderag.nodes.code_splitter import CodeHierarchySplitter
+        from coderag.nodes.embedding import CachedEmbedder, load_embed_model
+        from coderag.nodes.gitignore_filter import GitignoreFilter
+        from coderag.nodes.hash_dedup import HashDeduplicator
+        from coderag.nodes.path_injection import PathInjector
+        from coderag.pipelines.stores import open_docstore, open_vector_store
+
+        s = self.settings
+        model_dir = s.model_dir()
+        tok = str(model_dir / "tokenizer.json")
+        reserve = s.embedding.window_tokens - 2 - s.chunking.max_tokens
+        if reserve < 8:
+            raise ConfigError(f"chunking.max_tokens ({s.chunking.max_tokens}) leaves no room for the breadcrumb in a "
+                              f"{s.embedding.window_tokens}-token window; use at most {s.embedding.window_tokens - 10}.")
+        self._filter = GitignoreFilter(root=str(self.root), max_line_chars=s.chunking.max_line_chars)
+        self._embedder = CachedEmbedder(
+            loader=lambda: load_embed_model(model_dir, s.embedding.batch_size, s.embedding.threads),
+            cache=self.state, on_batch=lambda n: self._tick("embed", n),
+            model_id=str(model_dir), batch_size=s.embedding.batch_size)
+        self._store = open_vector_store(s, self.root)
+        self._docstore = open_docstore(self.state)
+        self._pipeline = IngestionPipeline(
+            transformations=[
+                self._filter,
+                CodeHierarchySplitter(tokenizer_path=tok, max_tokens=s.chunking.max_tokens,
+                                      overlap_lines=s.chunking.overlap_lines,
+                                      signatures_only_bytes=s.chunking.signatures_only_bytes,
+                                      signatures_only_lines=s.chunking.signatures_only_lines),
+                PathInjector(tokenizer_path=tok, max_tokens=reserve),
+                HashDeduplicator(registry=self.state, max_copies=s.chunking.dedup_max_copies),
+                self._embedder,
+            ],
+            vector_store=self._store,
+            disable_cache=True,  # our chunk-hash cache replaces IngestionCache, which keys on whole batches
+        )
+
+    def _tick(self, phase: str, n: int) -> None:
+        if self.progress:
+            self.progress(phase, n, 0)
+
+    @property
+    def pipeline(self):
+        if self._pipeline is None:
+            self._build()
+        return self._pipeline
+
+    def _forget(self, path: str) -> None:
+        """Remove every trace of one file from the vector store, docstore, dedup table and manifest."""
+        self._store.delete(path)
+        self._docstore.delete_ref_doc(path, raise_error=False)
+        self.state.delete_file(path)
+
+    def remove(self, paths: list[str]) -> set[str]:
+        """Forget deleted files; return files holding duplicates of their chunks (they must be re-indexed)."""
+        _ = self.pipeline
+        dependents: set[str] = set()
+        for p in paths:
+            dependents |= self.state.dependents(p)
+            self._forget(p)
+        self.state.commit()
+        self.summary.removed += len(paths)
+        return dependents - set(paths)
+
+    def process(self, batch: list[FileEntry], force: bool = False) -> set[str]:
+        """Index one batch of new or modified files; commit. Returns dependents to re-index."""
+        from coderag.nodes.reader import make_document
+
+        manifest = {e.rel_path: self.state.file(e.rel_path) for e in batch}
+        docs, stats = [], {}
+        skips = SkipLog()
+        for e in batch:
+            ft = read_text_file(e, skips, self.settings.chunking.max_file_bytes)
+            old = manifest[e.rel_path]
+            if ft is None:
+                continue
+            if not force and old is not None and old.sha256 == ft.sha256 and old.status == STATUS_INDEXED:
+                self.state.put_file(FileRecord(e.rel_path, e.size, e.mtime_ns, ft.sha256, old.language, old.status,
+                                               old.n_nodes, old.n_leaves))  # touched, not changed
+                self.summary.unchanged += 1
+                continue
+            docs.append(make_document(ft))
+            stats[e.rel_path] = e
+        dependents: set[str] = set()
+        pipeline = self.pipeline
+        for e in batch:
+            if manifest[e.rel_path] is not None and (e.rel_path in stats or
+                                                     any(p == e.rel_path for p, _, _ in skips.items)):
+                dependents |= self.state.dependents(e.rel_path)
+                self._forget(e.rel_path)
+        self._filter.skips.counts.clear()
+        self._filter.skips.items.clear()
+        nodes = pipeline.run(documents=docs) if docs else []
+        skips.merge(self._filter.skips)
+        by_file: dict[str, list] = {}
+        for n in nodes:
+            by_file.setdefault(n.ref_doc_id, []).append(n)
+        if nodes:
+            self._docstore.add_documents(nodes, allow_update=True)
+        for path, e in stats.items():
+            file_nodes = by_file.get(path, [])
+            leaves = [n for n in file_nodes if n.metadata.get("is_leaf", True)]
+            doc_lang = next((d.metadata.get("language") for d in docs if d.id_ == path), None)
+            status = STATUS_INDEXED
+            if not file_nodes:
+                reason = next((r for p, r, _ in skips.items if p == path), None)
+                status = reason or "no-chunks"
+            self.state.put_file(FileRecord(path, e.size, e.mtime_ns, next(
+                (d.metadata["content_hash"] for d in docs if d.id_ == path), None), doc_lang, status,
+                len(file_nodes), len(leaves)))
+            if status == STATUS_INDEXED:
+                self.summary.indexed += 1
+                self.summary.chunks += len(leaves)
+                self.summary.nodes += len(file_nodes)
+                self.summary.duplicates += sum(1 for n in leaves if n.metadata.get("duplicate_of"))
+        # Files skipped before the pipeline (binary, encoding, ...) are remembered so they are not re-read.
+        for path, reason, _ in skips.items:
+            e = next((x for x in batch if x.rel_path == path), None)
+            if e is not None and path not in stats:
+                self.state.put_file(FileRecord(path, e.size, e.mtime_ns, None, None, reason, 0, 0))
+        self._new_points += sum(1 for n in nodes if n.embedding is not None)
+        self.state.commit()
+        for k, v in skips.counts.items():
+            self.summary.skipped[k] = self.summary.skipped.get(k, 0) + v
+        self.summary.skip_items.extend(skips.items)
+        return dependents
+
+    def finish(self) -> None:
+        if self._embedder is not None:
+            self.summary.embedded = self._embedder.stats["embedded"]
+            self.summary.cached = self._embedder.stats["cached"]
+        if self._store is not None:
+            if self._new_points >= OPTIMIZE_MIN_NEW_POINTS and hasattr(self._store, "optimize"):
+                if self.progress:
+                    self.progress("optimize", 0, 0)
+                self._store.optimize()
+            if hasattr(self._store, "close"):
+                self._store.close()
+
+
+def _batches(entries: list[FileEntry]):
+    batch, size = [], 0
+    for e in entries:
+        batch.append(e)
+        size += e.size
+        if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def index_repository(root: str | Path, settings: Settings | None = None, rebuild: bool = False,
+                     progress: Optional[Progress] = None, wait: float = 0.0) -> IndexSummary:
+    """Bring the index of `root` up to date with its working tree and return what was done.
+
+    Examples:
+        >>> s = index_repository("path/to/repo")            # doctest: +SKIP
+        >>> s.indexed, s.unchanged, s.removed, s.chunks     # doctest: +SKIP
+        (42, 0, 0, 311)
+    """
+    t0 = time.perf_counter()
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a folder. Pass the repository to index: coderag index PATH")
+    settings = settings or load_settings(root)
+    idx = ensure_index_dir(root)
+    with WriterLock(idx / LOCK_NAME).acquire(wait=wait):
+        if rebuild:
+            for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
+                (idx / name).unlink(missing_ok=True)
+            shutil.rmtree(idx / SHARD_NAME, ignore_errors=True)
+        state = IndexState(idx / DB_NAME)
+        try:
+            fp = fingerprint(settings)
+            old_fp = state.get_meta("fingerprint")
+            if old_fp is not None and old_fp != fp:
+                raise ConfigError(
+                    f"The index in {idx} was built with other model or chunking settings. "
+                    f'Run "coderag index --rebuild {root}" to rebuild it with the current ones.')
+            changes = detect_changes(root, state, settings)
+            run = Ingestion(root, settings, state, progress)
+            s = run.summary
+            s.files_seen = len(changes.entries)
+            s.unchanged = changes.unchanged
+            s.skipped = dict(changes.skips.counts)
+            s.skip_items = list(changes.skips.items)
+            if changes.candidates or changes.removed:
+                state.set_meta("fingerprint", fp)
+                todo = {e.rel_path: e for e in changes.candidates}
+                extra = run.remove(changes.removed) if changes.removed else set()
+                total = len(todo)
+                done = 0
+                if progress:
+                    progress("files", 0, total)
+                queue = list(changes.candidates)
+                forced: set[str] = set()
+                while queue:
+                    for batch in _batches(queue):
+                        extra |= run.process(batch, force=bool(forced & {e.rel_path for e in batch}))
+                        done += len(batch)
+                        if progress:
+                            progress("files", done, total)
+                    # Files whose duplicates pointed at a changed file are re-indexed from scratch.
+                    by_path = {e.rel_path: e for e in changes.entries}
+                    queue = [by_path[p] for p in sorted(extra - forced) if p in by_path]
+                    forced |= {e.rel_path for e in queue}
+                    extra = set()
+                run.finish()
+                state.set_meta("last_update", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                state.commit()
+            s.seconds = time.perf_counter() - t0
+            return s
+        finally:
+            state.close()

@@ -1,0 +1,64 @@
+"""Open the stores of an index: the vector store qdrant.yaml picks, and the SQLite docstore."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from coderag.config import Settings, StoreMode
+from coderag.errors import ConfigError
+from coderag.paths import SHARD_NAME, index_dir
+
+DEFAULT_DIM = 384
+
+
+def collection_name(settings: Settings, root: Path) -> str:
+    """One server collection per indexed root: <prefix>_<dir name>_<8 hex of the absolute path>."""
+    digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:8]
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in root.resolve().name) or "root"
+    return f"{settings.store.collection_prefix}_{safe}_{digest}"
+
+
+def _batch(fn):
+    def encode(texts: list[str]):
+        pairs = [fn(t) for t in texts]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    return encode
+
+
+def open_vector_store(settings: Settings, root: Path, dim: int = DEFAULT_DIM):
+    """EdgeVectorStore (embedded, default) or QdrantVectorStore over QdrantClient(url=...) (server)."""
+    s = settings.store
+    if s.mode == StoreMode.Embedded:
+        from coderag.store.edge_vector_store import EdgeVectorStore
+
+        path = Path(s.path) if s.path else index_dir(root) / SHARD_NAME
+        return EdgeVectorStore.open(path, dim=dim, on_disk=s.on_disk, hnsw_m=s.hnsw_m,
+                                    hnsw_ef_construct=s.hnsw_ef_construct, quantization=s.quantization.value)
+    if not s.url:
+        raise ConfigError("store.mode is 'server' but store.url is empty. Set store.url in qdrant.yaml, "
+                          "e.g. url: http://localhost:6333")
+    # Imported only in server mode: qdrant_client costs ~1 s of import.
+    from llama_index.vector_stores.qdrant import QdrantVectorStore
+    from qdrant_client import QdrantClient, models
+
+    from coderag.nodes.lexical import doc_sparse, query_sparse
+
+    api_key = os.environ.get(s.api_key_env) or None
+    client = QdrantClient(location=":memory:") if s.url == ":memory:" else QdrantClient(url=s.url, api_key=api_key)
+    return QdrantVectorStore(
+        client=client, collection_name=collection_name(settings, root), enable_hybrid=True,
+        dense_vector_name="dense", sparse_vector_name="sparse",
+        sparse_doc_fn=_batch(doc_sparse), sparse_query_fn=_batch(query_sparse),
+        sparse_config=models.SparseVectorParams(modifier=models.Modifier.IDF),
+    )
+
+
+def open_docstore(state):
+    """KVDocumentStore over the index's SQLite KV table: every level of the hierarchy, for auto-merging."""
+    from llama_index.core.storage.docstore.keyval_docstore import KVDocumentStore
+
+    from coderag.store.kvstore import SqliteKVStore
+
+    return KVDocumentStore(SqliteKVStore(state), namespace="nodes")

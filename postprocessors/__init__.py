@@ -1,0 +1,1 @@
+"""Node postprocessors and payload formatting."""
