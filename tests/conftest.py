@@ -121,7 +121,6 @@ def tiny_repo(tmp_path: Path) -> Path:
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads the user's config or writes outside tmp_path."""
     monkeypatch.delenv("CODERAG_CONFIG", raising=False)
-    monkeypatch.setenv("CODERAG_CACHE_DIR", os.environ.get("CODERAG_CACHE_DIR", str(tmp_path / "cache")))
 
 
 @pytest.fixture(scope="session")
