@@ -7,7 +7,9 @@ importing LlamaIndex, torch or Qdrant.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat as stat_mod
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,11 +88,14 @@ def detect_changes(root: Path, state: IndexState, settings: Settings) -> ChangeS
 class Ingestion:
     """One indexing run over a root; holds the writer lock, the state and (lazily) the pipeline."""
 
-    def __init__(self, root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None):
+    def __init__(self, root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
+                 store=None, docstore=None, embed_loader: Optional[Callable] = None):
         self.root, self.settings, self.state, self.progress = root, settings, state, progress
         self.summary = IndexSummary(root=str(root))
-        self._store = None
-        self._docstore = None
+        self._store = store
+        self._docstore = docstore
+        self._embed_loader = embed_loader
+        self._owns_store = store is None
         self._pipeline = None
         self._filter = None
         self._embedder = None
@@ -116,11 +121,14 @@ class Ingestion:
                               f"{s.embedding.window_tokens}-token window; use at most {s.embedding.window_tokens - 10}.")
         self._filter = GitignoreFilter(root=str(self.root), max_line_chars=s.chunking.max_line_chars)
         self._embedder = CachedEmbedder(
-            loader=lambda: load_embed_model(model_dir, s.embedding.batch_size, s.embedding.threads),
+            loader=self._embed_loader or (lambda: load_embed_model(model_dir, s.embedding.batch_size,
+                                                                   s.embedding.threads)),
             cache=self.state, on_batch=lambda n: self._tick("embed", n),
             model_id=str(model_dir), batch_size=s.embedding.batch_size)
-        self._store = open_vector_store(s, self.root)
-        self._docstore = open_docstore(self.state)
+        if self._store is None:
+            self._store = open_vector_store(s, self.root)
+        if self._docstore is None:
+            self._docstore = open_docstore(self.state)
         self._pipeline = IngestionPipeline(
             transformations=[
                 self._filter,
@@ -230,7 +238,7 @@ class Ingestion:
         if self._embedder is not None:
             self.summary.embedded = self._embedder.stats["embedded"]
             self.summary.cached = self._embedder.stats["cached"]
-        if self._store is not None:
+        if self._store is not None and self._owns_store:
             if self._new_points >= OPTIMIZE_MIN_NEW_POINTS and hasattr(self._store, "optimize"):
                 if self.progress:
                     self.progress("optimize", 0, 0)
@@ -249,6 +257,57 @@ def _batches(entries: list[FileEntry]):
             batch, size = [], 0
     if batch:
         yield batch
+
+
+def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progress] = None) -> None:
+    """Apply a ChangeSet: forget removed files, index new and modified ones batch by batch."""
+    if not (changes.candidates or changes.removed):
+        return
+    state = run.state
+    state.set_meta("fingerprint", fp)
+    extra = run.remove(changes.removed) if changes.removed else set()
+    total = len(changes.candidates)
+    done = 0
+    if progress:
+        progress("files", 0, total)
+    queue = list(changes.candidates)
+    forced: set[str] = set()
+    by_path = {e.rel_path: e for e in changes.entries}
+    while queue:
+        for batch in _batches(queue):
+            extra |= run.process(batch, force=bool(forced & {e.rel_path for e in batch}))
+            done += len(batch)
+            if progress:
+                progress("files", done, total)
+        # Files whose duplicates pointed at a changed file are re-indexed from scratch.
+        queue = [by_path[p] for p in sorted(extra - forced) if p in by_path]
+        forced |= {e.rel_path for e in queue}
+        extra = set()
+    run.finish()
+    state.set_meta("last_update", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    state.commit()
+
+
+def changes_for_paths(root: Path, state: IndexState, paths: list[str]) -> ChangeSet:
+    """A ChangeSet for a few known paths (a watcher event, a stale search hit), without walking the tree."""
+    matcher = IgnoreMatcher(root)
+    candidates, removed, entries = [], [], []
+    for rel in sorted(set(paths)):
+        abs_path = root / rel
+        try:
+            st = os.stat(abs_path, follow_symlinks=False)
+        except OSError:
+            st = None
+        if st is None or not stat_mod.S_ISREG(st.st_mode) or matcher.is_ignored_anywhere(rel):
+            if state.file(rel) is not None:
+                removed.append(rel)
+            continue
+        e = FileEntry(rel, str(abs_path), st.st_size, st.st_mtime_ns)
+        entries.append(e)
+        rec = state.file(rel)
+        if rec is None or rec.size != e.size or rec.mtime_ns != e.mtime_ns:
+            candidates.append(e)
+    return ChangeSet(entries, candidates, len(entries) - len(candidates), removed, SkipLog())
 
 
 def index_repository(root: str | Path, settings: Settings | None = None, rebuild: bool = False,
@@ -286,30 +345,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
             s.unchanged = changes.unchanged
             s.skipped = dict(changes.skips.counts)
             s.skip_items = list(changes.skips.items)
-            if changes.candidates or changes.removed:
-                state.set_meta("fingerprint", fp)
-                todo = {e.rel_path: e for e in changes.candidates}
-                extra = run.remove(changes.removed) if changes.removed else set()
-                total = len(todo)
-                done = 0
-                if progress:
-                    progress("files", 0, total)
-                queue = list(changes.candidates)
-                forced: set[str] = set()
-                while queue:
-                    for batch in _batches(queue):
-                        extra |= run.process(batch, force=bool(forced & {e.rel_path for e in batch}))
-                        done += len(batch)
-                        if progress:
-                            progress("files", done, total)
-                    # Files whose duplicates pointed at a changed file are re-indexed from scratch.
-                    by_path = {e.rel_path: e for e in changes.entries}
-                    queue = [by_path[p] for p in sorted(extra - forced) if p in by_path]
-                    forced |= {e.rel_path for e in queue}
-                    extra = set()
-                run.finish()
-                state.set_meta("last_update", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-                state.commit()
+            sync(run, changes, fp, progress)
             s.seconds = time.perf_counter() - t0
             return s
         finally:
