@@ -142,7 +142,10 @@ def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_k
         def_line = start_line(def_node) if def_node.start_point[0] >= child.start_point[0] else start_line(child)
         if body is not None:
             body_line = start_line(body)
-            head_end = body_line - 1 if body_line > def_line else body_line
+            # The head ends on the body's first line when the body opens after signature text there (`...) {`),
+            # on the line before when the body starts a line of its own (Python blocks, Allman braces).
+            opens_inline = src[body.start_byte - body.start_point[1]:body.start_byte].strip()
+            head_end = body_line if body_line == def_line or opens_inline else body_line - 1
         else:
             head_end = def_line
         head_end = max(min(head_end, end), start)
@@ -182,8 +185,8 @@ _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _RST_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+_.:<>])\1{2,}\s*$")
 
 
-def _markdown_headings(lines: list[str]) -> list[tuple[int, int, str]]:
-    """(line, level, title) of every heading outside fenced code."""
+def _markdown_headings(lines: list[str]) -> list[tuple[int, int, str, int]]:
+    """(line, level, title, last line of the heading) of every heading outside fenced code."""
     out, fence = [], None
     for i, line in enumerate(lines):
         m = _FENCE.match(line)
@@ -194,15 +197,15 @@ def _markdown_headings(lines: list[str]) -> list[tuple[int, int, str]]:
             continue
         m = _ATX.match(line)
         if m:
-            out.append((i + 1, len(m.group(1)), (m.group(2) or "").strip()))
+            out.append((i + 1, len(m.group(1)), (m.group(2) or "").strip(), i + 1))
             continue
         if i > 0 and _SETEXT.match(line) and lines[i - 1].strip() and not _ATX.match(lines[i - 1]) \
                 and not lines[i - 1].lstrip().startswith(("-", "*", ">", "|")) and (not out or out[-1][0] != i):
-            out.append((i, 1 if line.strip()[0] == "=" else 2, lines[i - 1].strip()))
+            out.append((i, 1 if line.strip()[0] == "=" else 2, lines[i - 1].strip(), i + 1))
     return out
 
 
-def _rst_headings(lines: list[str]) -> list[tuple[int, int, str]]:
+def _rst_headings(lines: list[str]) -> list[tuple[int, int, str, int]]:
     out, styles = [], []
     i = 0
     while i < len(lines) - 1:
@@ -213,7 +216,7 @@ def _rst_headings(lines: list[str]) -> list[tuple[int, int, str]]:
             style = (under.strip()[0], over)
             if style not in styles:
                 styles.append(style)
-            out.append((i if over else i + 1, styles.index(style) + 1, title.strip()))
+            out.append((i if over else i + 1, styles.index(style) + 1, title.strip(), i + 2))
             i += 2
             continue
         i += 1
@@ -226,15 +229,15 @@ def markup_outline(language: str, lines: list[str]) -> list[Item]:
     n = len(lines)
     items: list[Item] = []
     stack: list[tuple[int, Item]] = []
-    for idx, (line, level, title) in enumerate(heads):
+    for idx, (line, level, title, head_end) in enumerate(heads):
         end = n
-        for line2, level2, _ in heads[idx + 1:]:
+        for line2, level2, _, _ in heads[idx + 1:]:
             if level2 <= level:
                 end = line2 - 1
                 break
         while end > line and not lines[end - 1].strip():
             end -= 1
-        item = Item(line, end, "section", title or "(untitled)", container=True, head_end=line)
+        item = Item(line, end, "section", title or "(untitled)", container=True, head_end=min(head_end, end))
         while stack and stack[-1][0] >= level:
             stack.pop()
         (stack[-1][1].children if stack else items).append(item)

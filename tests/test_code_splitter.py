@@ -1,0 +1,720 @@
+"""CodeHierarchySplitter on real files in 14 languages: exact line ranges, hierarchy, symbols, token budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import write_files
+
+pytest.importorskip("tree_sitter_language_pack")
+
+from llama_index.core.schema import NodeRelationship  # noqa: E402
+
+from coderag.nodes.code_splitter import CodeHierarchySplitter  # noqa: E402
+from coderag.nodes.ignore import IgnoreMatcher  # noqa: E402
+from coderag.nodes.languages import detect_language  # noqa: E402
+from coderag.nodes.reader import make_document  # noqa: E402
+from coderag.nodes.scan import SkipLog, read_text_file, walk  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Def:
+    """One definition we expect: its node starts on `first` (stripped) and ends on `last` (stripped).
+
+    `first` is the doc comment, decorator or attribute above the definition when there is one, so
+    the test fails if any of them is left out of the chunk. `sig` must appear in the signature node
+    of the signatures-only split.
+    """
+
+    symbol: str
+    kind: str
+    first: str
+    last: str
+    parent: str | None = None
+    sig: str = ""
+
+
+@dataclass(frozen=True)
+class Case:
+    path: str
+    text: str
+    defs: tuple[Def, ...]
+
+
+CASES: dict[str, Case] = {
+    "python": Case("app/auth.py", '''\
+"""Authentication helpers."""
+import functools
+
+
+def retry(times):
+    """Retry a call a few times."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            for _ in range(times):
+                try:
+                    return fn(*args, **kwargs)
+                except OSError:
+                    pass
+            return fn(*args, **kwargs)
+        return inner
+    return wrap
+
+
+class AuthService:
+    """Validates users; the café's tokens are ünïcode."""
+
+    # Seconds to wait between attempts.
+    DELAY = 0.5
+
+    def __init__(self, store):
+        self.store = store
+
+    @retry(3)
+    @staticmethod
+    def login(user, password):
+        """Log a user in."""
+        return user == password
+
+    # Checks a session token.
+    def validate_token(self, token):
+        return token in self.store
+
+
+def one_liner(): return 1
+''', (
+        Def("retry", "function", "def retry(times):", "return wrap", sig="def retry(times):"),
+        Def("AuthService", "class", "class AuthService:", "return token in self.store", sig="class AuthService:"),
+        Def("AuthService.__init__", "method", "def __init__(self, store):", "self.store = store", "AuthService"),
+        Def("AuthService.login", "method", "@retry(3)", "return user == password", "AuthService",
+            sig="def login(user, password):"),
+        Def("AuthService.validate_token", "method", "# Checks a session token.", "return token in self.store",
+            "AuthService", sig="def validate_token(self, token):"),
+        Def("one_liner", "function", "def one_liner(): return 1", "def one_liner(): return 1",
+            sig="def one_liner(): return 1"),
+    )),
+    "javascript": Case("web/cart.js", '''\
+/**
+ * A shopping cart.
+ */
+class Cart {
+  constructor() {
+    this.items = [];
+  }
+
+  /** Adds an item. */
+  add(item) {
+    this.items.push(item);
+  }
+
+  total() {
+    return this.items.reduce((s, i) => s + i.price, 0);
+  }
+}
+
+// Formats a price in euros.
+const formatPrice = (cents) => {
+  return (cents / 100).toFixed(2) + " EUR";
+};
+
+function checkout(cart) {
+  return formatPrice(cart.total());
+}
+
+module.exports = { Cart, checkout };
+''', (
+        Def("Cart", "class", "/**", "}", sig="class Cart {"),
+        Def("Cart.add", "method", "/** Adds an item. */", "}", "Cart", sig="add(item) {"),
+        Def("Cart.total", "method", "total() {", "}", "Cart"),
+        Def("formatPrice", "function", "// Formats a price in euros.", "};", sig="const formatPrice = (cents) => {"),
+        Def("checkout", "function", "function checkout(cart) {", "}", sig="function checkout(cart) {"),
+    )),
+    "typescript": Case("web/users.ts", '''\
+export interface User {
+  id: string;
+  name: string;
+}
+
+/** Caches users by id. */
+export class UserCache {
+  private items = new Map<string, User>();
+
+  @memoize()
+  lookup(id: string): User | undefined {
+    return this.items.get(id);
+  }
+
+  store(user: User): void {
+    this.items.set(user.id, user);
+  }
+}
+
+// Fetches a user record over HTTP.
+export async function fetchUser(id: string): Promise<User> {
+  const res = await fetch(`/users/${id}`);
+  return res.json();
+}
+''', (
+        Def("User", "interface", "export interface User {", "}"),
+        Def("UserCache", "class", "/** Caches users by id. */", "}", sig="export class UserCache {"),
+        Def("UserCache.lookup", "method", "@memoize()", "}", "UserCache", sig="lookup(id: string): User | undefined {"),
+        Def("UserCache.store", "method", "store(user: User): void {", "}", "UserCache"),
+        Def("fetchUser", "function", "// Fetches a user record over HTTP.", "}",
+            sig="export async function fetchUser(id: string): Promise<User> {"),
+    )),
+    "tsx": Case("web/Badge.tsx", '''\
+import React from "react";
+
+type Props = { label: string; count: number };
+
+/** A small counter badge. */
+export function Badge({ label, count }: Props) {
+  return (
+    <span className="badge">
+      {label}: {count}
+    </span>
+  );
+}
+
+export class Panel extends React.Component<Props> {
+  render() {
+    return <div>{this.props.label}</div>;
+  }
+}
+''', (
+        Def("Badge", "function", "/** A small counter badge. */", "}",
+            sig="export function Badge({ label, count }: Props) {"),
+        Def("Panel", "class", "export class Panel extends React.Component<Props> {", "}"),
+        Def("Panel.render", "method", "render() {", "}", "Panel", sig="render() {"),
+    )),
+    "go": Case("cmd/server.go", '''\
+package main
+
+import "net/http"
+
+// Server serves the health endpoint.
+type Server struct {
+	addr string
+}
+
+// Start listens on the configured address.
+func (s *Server) Start() error {
+	return http.ListenAndServe(s.addr, nil)
+}
+
+// NewServer makes a server.
+func NewServer(
+	addr string,
+) *Server {
+	return &Server{addr: addr}
+}
+''', (
+        Def("Server", "type", "// Server serves the health endpoint.", "}"),
+        Def("Server.Start", "method", "// Start listens on the configured address.", "}",
+            sig="func (s *Server) Start() error {"),
+        Def("NewServer", "function", "// NewServer makes a server.", "}", sig=") *Server {"),
+    )),
+    "rust": Case("src/lib.rs", '''\
+use std::collections::HashMap;
+
+/// A key-value store.
+#[derive(Debug, Default)]
+pub struct S {
+    items: HashMap<String, String>,
+}
+
+impl S {
+    /// Makes an empty store.
+    pub fn new() -> Self {
+        S { items: HashMap::new() }
+    }
+
+    #[inline]
+    pub fn get(&self, key: &str) -> Option<&String> {
+        self.items.get(key)
+    }
+}
+
+/// Adds two numbers.
+pub fn add(a: i32, b: i32) -> i32 {
+    a + b
+}
+''', (
+        Def("S", "struct", "/// A key-value store.", "}", sig="pub struct S {"),
+        Def("S.new", "method", "/// Makes an empty store.", "}", "S", sig="pub fn new() -> Self {"),
+        Def("S.get", "method", "#[inline]", "}", "S", sig="pub fn get(&self, key: &str) -> Option<&String> {"),
+        Def("add", "function", "/// Adds two numbers.", "}", sig="pub fn add(a: i32, b: i32) -> i32 {"),
+    )),
+    "java": Case("src/main/java/Billing.java", '''\
+package billing;
+
+import java.util.List;
+
+/**
+ * Computes invoice totals.
+ */
+public class Billing {
+    private final double taxRate;
+
+    public Billing(double taxRate) {
+        this.taxRate = taxRate;
+    }
+
+    /** Sums the items and adds tax. */
+    @Override
+    public double total(List<Double> items) {
+        double sum = 0;
+        for (double i : items) {
+            sum += i;
+        }
+        return sum * (1 + taxRate);
+    }
+}
+''', (
+        Def("Billing", "class", "/**", "}", sig="public class Billing {"),
+        Def("Billing.Billing", "method", "public Billing(double taxRate) {", "}", "Billing",
+            sig="public Billing(double taxRate) {"),
+        Def("Billing.total", "method", "/** Sums the items and adds tax. */", "}", "Billing",
+            sig="public double total(List<Double> items) {"),
+    )),
+    "c": Case("src/buffer.c", '''\
+#include <stdlib.h>
+
+/* A growable byte buffer. */
+struct buffer {
+    char *data;
+    size_t len;
+};
+
+/* Allocates a buffer of `cap` bytes. */
+struct buffer *buffer_new(size_t cap) {
+    struct buffer *b = malloc(sizeof *b);
+    b->data = malloc(cap);
+    b->len = 0;
+    return b;
+}
+
+void buffer_free(struct buffer *b)
+{
+    free(b->data);
+    free(b);
+}
+''', (
+        Def("buffer", "struct", "/* A growable byte buffer. */", "};", sig="struct buffer {"),
+        Def("buffer_new", "function", "/* Allocates a buffer of `cap` bytes. */", "}",
+            sig="struct buffer *buffer_new(size_t cap) {"),
+        Def("buffer_free", "function", "void buffer_free(struct buffer *b)", "}",
+            sig="void buffer_free(struct buffer *b)"),
+    )),
+    "cpp": Case("src/shapes.cpp", '''\
+#include <cmath>
+
+namespace geo {
+
+// A circle.
+class Circle {
+public:
+    explicit Circle(double r) : r_(r) {}
+
+    // Area of the circle.
+    double area() const {
+        return M_PI * r_ * r_;
+    }
+
+private:
+    double r_;
+};
+
+template <typename T>
+T square(T x) {
+    return x * x;
+}
+
+}  // namespace geo
+''', (
+        Def("geo", "namespace", "namespace geo {", "}  // namespace geo", sig="namespace geo {"),
+        Def("geo.Circle", "class", "// A circle.", "};", "geo", sig="class Circle {"),
+        Def("geo.Circle.area", "method", "// Area of the circle.", "}", "geo.Circle", sig="double area() const {"),
+        Def("geo.square", None, "template <typename T>", "}", "geo", sig="T square(T x) {"),
+    )),
+    "csharp": Case("src/Greeter.cs", '''\
+using System;
+
+namespace Demo
+{
+    /// <summary>Greets people.</summary>
+    public class Greeter
+    {
+        public string Name { get; set; }
+
+        /// <summary>Says hello.</summary>
+        [Obsolete("use Greet2")]
+        public string Greet(string who)
+        {
+            return $"Hello {who}, from {Name}";
+        }
+    }
+}
+''', (
+        Def("Demo", "namespace", "namespace Demo", "}"),
+        Def("Demo.Greeter", "class", "/// <summary>Greets people.</summary>", "}", "Demo", sig="public class Greeter"),
+        Def("Demo.Greeter.Greet", "method", "/// <summary>Says hello.</summary>", "}", "Demo.Greeter",
+            sig="public string Greet(string who)"),
+    )),
+    "ruby": Case("lib/account.rb", '''\
+# A bank account.
+class Account
+  attr_reader :balance
+
+  def initialize(balance = 0)
+    @balance = balance
+  end
+
+  # Deposits money.
+  def deposit(amount)
+    @balance += amount
+  end
+end
+''', (
+        Def("Account", "class", "# A bank account.", "end", sig="class Account"),
+        Def("Account.initialize", "method", "def initialize(balance = 0)", "end", "Account"),
+        Def("Account.deposit", "method", "# Deposits money.", "end", "Account", sig="def deposit(amount)"),
+    )),
+    "php": Case("src/Mailer.php", '''\
+<?php
+
+namespace App;
+
+/**
+ * Sends mail.
+ */
+class Mailer
+{
+    private $from;
+
+    /** Sends one message. */
+    public function send($to, $body)
+    {
+        return mail($to, "Hi", $body, "From: " . $this->from);
+    }
+}
+
+function helper($x)
+{
+    return $x * 2;
+}
+''', (
+        Def("Mailer", "class", "/**", "}", sig="class Mailer"),
+        Def("Mailer.send", "method", "/** Sends one message. */", "}", "Mailer", sig="public function send($to, $body)"),
+        Def("helper", "function", "function helper($x)", "}", sig="function helper($x)"),
+    )),
+    "markdown": Case("docs/guide.md", '''\
+# Guide
+
+Intro text.
+
+## Install
+
+Run the installer.
+
+```python
+# not a heading
+```
+
+## Usage
+
+Call login.
+
+### Advanced
+
+More details.
+
+Setext title
+------------
+
+Under it.
+''', (
+        Def("Guide", "section", "# Guide", "Under it.", sig="# Guide"),
+        Def("Guide > Install", "section", "## Install", "```", "Guide", sig="## Install"),
+        Def("Guide > Usage > Advanced", "section", "### Advanced", "More details.", "Guide > Usage"),
+        Def("Guide > Setext title", "section", "Setext title", "Under it.", "Guide", sig="Setext title"),
+    )),
+    "rst": Case("docs/manual.rst", '''\
+======
+Manual
+======
+
+Intro paragraph.
+
+Install
+=======
+
+Run pip install.
+
+Details
+-------
+
+Fine print.
+''', (
+        Def("Manual", "section", "======", "Fine print.", sig="Manual"),
+        Def("Manual > Install", "section", "Install", "Fine print.", "Manual", sig="Install"),
+        Def("Manual > Install > Details", "section", "Details", "Fine print.", "Manual > Install", sig="Details"),
+    )),
+    "text": Case("NOTES.txt", '''\
+These are notes.
+They have no structure.
+
+Second paragraph.
+''', ()),
+}
+LANGUAGES = list(CASES)
+CODE_LANGUAGES = [lang for lang in LANGUAGES if lang not in ("markdown", "rst", "text")]
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def _file_lines(root: Path, rel: str) -> list[str]:
+    """The file's lines as an editor numbers them (line 1 = lines[0])."""
+    text = (root / rel).read_text(encoding="utf-8")
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def _document(root: Path, rel: str):
+    """The Document the real reader makes of a file on disk."""
+    entry = next(e for e in walk(root, IgnoreMatcher(root), SkipLog()) if e.rel_path == rel)
+    ft = read_text_file(entry, SkipLog())
+    assert ft is not None, rel
+    return make_document(ft)
+
+
+def _split(splitter: CodeHierarchySplitter, root: Path, lang: str):
+    return splitter.split_document(_document(root, CASES[lang].path))
+
+
+def _is_filler(line: str) -> bool:
+    s = line.strip()
+    return not s or s == "end" or not any(ch.isalnum() for ch in s)
+
+
+def _by_symbol(nodes, symbol: str, kind: str | None = None):
+    """The one node of `symbol` that is the whole definition (not a window or gap block of it)."""
+    found = [n for n in nodes if n.metadata["symbol"] == symbol and n.metadata["kind"] not in ("block", "window")
+             and kind in (None, n.metadata["kind"])]
+    assert len(found) == 1, f"{symbol}: expected one definition node, got {[(n.metadata['kind'], n.metadata['start_line']) for n in found]}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def lang_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("langs") / "repo"
+    write_files(root, {c.path: c.text for c in CASES.values()})
+    return root
+
+
+@pytest.fixture(scope="module")
+def splitters(tokenizer_path: str) -> dict[int, CodeHierarchySplitter]:
+    """The default budget, and a small one that forces windows in every language."""
+    return {n: CodeHierarchySplitter(tokenizer_path=tokenizer_path, max_tokens=n) for n in (200, 24)}
+
+
+@pytest.fixture(scope="module")
+def count_tokens(tokenizer_path: str):
+    from tokenizers import Tokenizer
+
+    tk = Tokenizer.from_file(tokenizer_path)
+    tk.no_truncation()
+    tk.no_padding()
+    return lambda text: len(tk.encode(text, add_special_tokens=False).ids)
+
+
+# -- every node, every language -------------------------------------------------------------------
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_code_splitter_detects_fixture_language(lang: str) -> None:
+    assert detect_language(CASES[lang].path) == lang
+
+
+@pytest.mark.parametrize("max_tokens", [200, 24])
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_code_splitter_node_text_is_exact_file_lines(lang, max_tokens, lang_repo, splitters) -> None:
+    rel = CASES[lang].path
+    lines = _file_lines(lang_repo, rel)
+    doc = _document(lang_repo, rel)
+    nodes = splitters[max_tokens].split_document(doc)
+    assert nodes, f"{rel}: no nodes"
+    for n in nodes:
+        m = n.metadata
+        s, e = m["start_line"], m["end_line"]
+        assert 1 <= s <= e <= len(lines), (rel, s, e, len(lines))
+        assert n.text == "\n".join(lines[s - 1:e]), f"{rel}:{s}-{e} {m['symbol']!r}\n--- node\n{n.text}\n--- file\n" \
+            + "\n".join(lines[s - 1:e])
+        assert doc.text[n.start_char_idx:n.end_char_idx] == n.text, f"{rel}:{s}-{e} char offsets"
+        assert m["file_path"] == rel and m["language"] == lang
+        assert n.ref_doc_id == rel
+
+
+@pytest.mark.parametrize("max_tokens", [200, 24])
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_code_splitter_children_lie_inside_their_parent(lang, max_tokens, lang_repo, splitters) -> None:
+    nodes = _split(splitters[max_tokens], lang_repo, lang)
+    by_id = {n.node_id: n for n in nodes}
+    assert len(by_id) == len(nodes), "node ids must be unique"
+    for n in nodes:
+        m = n.metadata
+        kids = n.relationships.get(NodeRelationship.CHILD, [])
+        assert m["is_leaf"] == (not kids), f"{m['symbol']}: is_leaf={m['is_leaf']} with {len(kids)} children"
+        for k in kids:
+            child = by_id[k.node_id]
+            assert child.relationships[NodeRelationship.PARENT].node_id == n.node_id
+            cm = child.metadata
+            assert m["start_line"] <= cm["start_line"] <= cm["end_line"] <= m["end_line"], \
+                f"child {cm['symbol']} {cm['start_line']}-{cm['end_line']} outside {m['symbol']} " \
+                f"{m['start_line']}-{m['end_line']}"
+        parent = n.relationships.get(NodeRelationship.PARENT)
+        if parent is not None:
+            assert n.node_id in {k.node_id for k in by_id[parent.node_id].relationships[NodeRelationship.CHILD]}
+        # Siblings other than overlapping windows never share a line.
+        starts = [(by_id[k.node_id].metadata["start_line"], by_id[k.node_id].metadata["end_line"],
+                   by_id[k.node_id].metadata["kind"]) for k in kids]
+        assert starts == sorted(starts), f"{m['symbol']}: children out of line order"
+        for (s1, e1, k1), (s2, _, k2) in zip(starts, starts[1:]):
+            assert s2 > s1
+            if not (k1 == k2 == "window"):
+                assert s2 > e1, f"{m['symbol']}: siblings overlap at lines {s2}-{e1}"
+
+
+@pytest.mark.parametrize("max_tokens", [200, 24])
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_code_splitter_leaves_cover_every_content_line(lang, max_tokens, lang_repo, splitters) -> None:
+    """Nothing of a file is lost: each line with a letter or digit lies in some leaf."""
+    lines = _file_lines(lang_repo, CASES[lang].path)
+    nodes = _split(splitters[max_tokens], lang_repo, lang)
+    covered = set()
+    for n in nodes:
+        if n.metadata["is_leaf"]:
+            covered.update(range(n.metadata["start_line"], n.metadata["end_line"] + 1))
+    missing = [(i, lines[i - 1]) for i in range(1, len(lines) + 1) if i not in covered and not _is_filler(lines[i - 1])]
+    assert not missing, f"lines in no leaf: {missing}"
+
+
+@pytest.mark.parametrize("max_tokens", [200, 24])
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_code_splitter_leaves_fit_token_budget(lang, max_tokens, lang_repo, splitters, count_tokens) -> None:
+    nodes = _split(splitters[max_tokens], lang_repo, lang)
+    for n in nodes:
+        if n.metadata["is_leaf"] and not n.metadata.get("embed_truncated"):
+            assert count_tokens(n.text) <= max_tokens, f"{n.metadata['symbol']} {n.metadata['start_line']}-" \
+                f"{n.metadata['end_line']}: {count_tokens(n.text)} tokens > {max_tokens}"
+        if n.metadata.get("embed_truncated"):
+            # Only a single line longer than the budget may be flagged.
+            assert n.metadata["start_line"] == n.metadata["end_line"]
+            assert count_tokens(n.text) > max_tokens
+
+
+@pytest.mark.parametrize("lang", [lang for lang in LANGUAGES if CASES[lang].defs])
+def test_code_splitter_definition_keeps_doc_comment_and_decorators(lang, lang_repo, splitters) -> None:
+    """Each definition's chunk starts at its leading doc comment/decorator/attribute and ends with its body."""
+    lines = _file_lines(lang_repo, CASES[lang].path)
+    nodes = _split(splitters[200], lang_repo, lang)
+    by_id = {n.node_id: n for n in nodes}
+    for d in CASES[lang].defs:
+        n = _by_symbol(nodes, d.symbol, d.kind)
+        m = n.metadata
+        got_first, got_last = lines[m["start_line"] - 1].strip(), lines[m["end_line"] - 1].strip()
+        assert (got_first, got_last) == (d.first, d.last), f"{d.symbol}: lines {m['start_line']}-{m['end_line']}"
+        if d.kind is not None:
+            assert m["kind"] == d.kind, d.symbol
+        parent = n.relationships.get(NodeRelationship.PARENT)
+        got_parent = by_id[parent.node_id].metadata["symbol"] if parent else None
+        assert got_parent == d.parent, f"{d.symbol}: parent {got_parent!r}, expected {d.parent!r}"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_code_splitter_ids_are_stable_across_runs(lang, lang_repo, splitters, tokenizer_path) -> None:
+    first = [(n.node_id, n.text) for n in _split(splitters[200], lang_repo, lang)]
+    again = [(n.node_id, n.text) for n in _split(CodeHierarchySplitter(tokenizer_path=tokenizer_path), lang_repo, lang)]
+    assert first == again
+
+
+# -- long definitions, long lines, huge files -----------------------------------------------------
+
+LONG_FUNCTIONS = {
+    "python": ("long.py", "long_function", "# Adds up all the steps.\ndef long_function(values):\n    total = 0\n",
+               "    total = total + compute_step_{i}(values[{i}])", "    return total\n"),
+    "javascript": ("long.js", "longFunction", "/** Adds up all the steps. */\nfunction longFunction(values) {\n  let total = 0;\n",
+                   "  total += computeStep{i}(values[{i}]);", "  return total;\n}\n"),
+    "go": ("long.go", "LongFunction", "package main\n\n// LongFunction adds up all the steps.\nfunc LongFunction(values []int) int {\n\ttotal := 0\n",
+           "\ttotal += computeStep{i}(values[{i}])", "\treturn total\n}\n"),
+    "rust": ("long.rs", "long_function", "/// Adds up all the steps.\nfn long_function(values: &[i32]) -> i32 {\n    let mut total = 0;\n",
+             "    total += compute_step_{i}(values[{i}]);", "    total\n}\n"),
+    "java": ("Long.java", "Calc.longFunction", "class Calc {\n    /** Adds up all the steps. */\n    int longFunction(int[] values) {\n        int total = 0;\n",
+             "        total += computeStep{i}(values[{i}]);", "        return total;\n    }\n}\n"),
+    "c": ("long.c", "long_function", "/* Adds up all the steps. */\nint long_function(int *values) {\n    int total = 0;\n",
+          "    total += compute_step_{i}(values[{i}]);", "    return total;\n}\n"),
+    "ruby": ("long.rb", "long_function", "# Adds up all the steps.\ndef long_function(values)\n  total = 0\n",
+             "  total += compute_step_{i}(values[{i}])", "  total\nend\n"),
+}
+
+
+@pytest.mark.parametrize("lang", list(LONG_FUNCTIONS))
+def test_code_splitter_long_function_becomes_overlapping_windows(lang, tmp_path, tokenizer_path, count_tokens) -> None:
+    rel, symbol, head, line, tail = LONG_FUNCTIONS[lang]
+    write_files(tmp_path, {rel: head + "\n".join(line.format(i=i) for i in range(40)) + "\n" + tail})
+    sp = CodeHierarchySplitter(tokenizer_path=tokenizer_path, max_tokens=64, overlap_lines=2)
+    nodes = sp.split_document(_document(tmp_path, rel))
+    lines = _file_lines(tmp_path, rel)
+    fn = _by_symbol(nodes, symbol)
+    assert fn.metadata["is_leaf"] is False
+    assert lines[fn.metadata["start_line"] - 1].lstrip().startswith(("#", "/", "//")), "doc comment left out"
+    assert lines[fn.metadata["end_line"] - 1].strip() in ("}", "end", "return total", "total")
+    kids = [n for n in nodes if n.parent_node is not None and n.parent_node.node_id == fn.node_id]
+    assert len(kids) >= 3 and all(k.metadata["kind"] == "window" and k.metadata["symbol"] == symbol for k in kids)
+    spans = [(k.metadata["start_line"], k.metadata["end_line"]) for k in kids]
+    assert spans[0][0] == fn.metadata["start_line"] and spans[-1][1] == fn.metadata["end_line"]
+    for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
+        assert s2 == e1 + 1 - 2, f"windows {s1}-{e1} and {s2}-{e2} do not share exactly 2 lines"
+    for k in kids:
+        assert count_tokens(k.text) <= 64
+        assert k.text == "\n".join(lines[k.metadata["start_line"] - 1:k.metadata["end_line"]])
+
+
+def test_code_splitter_overlong_line_is_flagged_embed_truncated(tmp_path, tokenizer_path, count_tokens) -> None:
+    write_files(tmp_path, {"blob.py": 'def tiny():\n    return "' + "word " * 120 + '"\n\n\nX = 1\n'})
+    sp = CodeHierarchySplitter(tokenizer_path=tokenizer_path, max_tokens=48)
+    nodes = sp.split_document(_document(tmp_path, "blob.py"))
+    flagged = [n for n in nodes if n.metadata.get("embed_truncated")]
+    assert [(n.metadata["start_line"], n.metadata["end_line"]) for n in flagged] == [(2, 2)]
+    assert count_tokens(flagged[0].text) > 48
+    others = [n for n in nodes if n.metadata["is_leaf"] and not n.metadata.get("embed_truncated")]
+    assert others and all(count_tokens(n.text) <= 48 for n in others)
+
+
+@pytest.mark.parametrize("limit", ["bytes", "lines"])
+@pytest.mark.parametrize("lang", [lang for lang in LANGUAGES if CASES[lang].defs])
+def test_code_splitter_huge_file_keeps_signatures_only(lang, limit, lang_repo, tokenizer_path) -> None:
+    kwargs = {"signatures_only_bytes": 64} if limit == "bytes" else {"signatures_only_lines": 5}
+    sp = CodeHierarchySplitter(tokenizer_path=tokenizer_path, **kwargs)
+    case = CASES[lang]
+    lines = _file_lines(lang_repo, case.path)
+    nodes = sp.split_document(_document(lang_repo, case.path))
+    assert nodes
+    for n in nodes:
+        m = n.metadata
+        assert m["signatures_only"] is True and m["kind"] == "signature"
+        assert n.text == "\n".join(lines[m["start_line"] - 1:m["end_line"]])
+    for d in case.defs:
+        if not d.sig:
+            continue
+        # The signature node of this definition starts where its full chunk would: doc comment, decorators.
+        sigs = [n for n in nodes if n.metadata["symbol"] == d.symbol
+                and lines[n.metadata["start_line"] - 1].strip() == d.first]
+        assert len(sigs) == 1, f"{d.symbol}: {len(sigs)} signature nodes starting with {d.first!r}"
+        text = sigs[0].text
+        assert d.sig in text, f"{d.symbol}: signature {text!r} lacks {d.sig!r}"
+        # Signatures never carry a body: at most a few lines of head.
+        assert text.count("\n") <= 4, f"{d.symbol}: signature {text!r} is too long"
