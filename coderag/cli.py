@@ -68,6 +68,7 @@ def main() -> None:
 
     \b
     coderag index [PATH]      build or update the index of a repository
+    coderag search QUERY      find the code that answers QUERY
     coderag status [PATH]     what is indexed, and what changed since
     """
 
@@ -104,6 +105,76 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
         click.echo("  skipped:")
         for p, reason, detail in sorted(s.skip_items):
             click.echo(f"    {p}: {reason}" + (f" ({detail})" if detail else ""))
+
+
+@main.command()
+@click.argument("query")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
+              help="Repository, or any folder inside it (the nearest indexed ancestor is used).")
+@click.option("--files", "file_pattern", metavar="GLOB", help="Only paths matching, e.g. 'src/**/*.py' or '!tests/**'.")
+@click.option("--keyword", "-k", "keywords", multiple=True, metavar="K", help="Exact identifier to boost (repeatable).")
+@click.option("--exact", is_flag=True, help="Keep only chunks that contain every --keyword.")
+@click.option("--max-tokens", type=int, default=4000, show_default=True, help="Budget for the whole output.")
+@click.option("--top-k", type=int, default=None, help="Fused candidates before merging and packing.")
+@click.option("--retriever", type=click.Choice(["hybrid", "bm25", "dense"]), default="hybrid", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "xml", "json"]), default=None,
+              help="Default: text on a terminal, xml otherwise.")
+@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="Settings file.")
+def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str, ...], exact: bool,
+           max_tokens: int, top_k: int | None, retriever: str, fmt: str | None, config: Path | None) -> None:
+    """Find the code that answers QUERY, with exact line ranges, within --max-tokens."""
+    from pydantic import ValidationError
+
+    from coderag.config import load_settings
+    from coderag.paths import find_root
+
+    found = find_root(root)
+    if found is None:
+        raise click.ClickException(f'No index at or above {root.resolve()}. Run "coderag index {root}" first.')
+    fmt = fmt or ("text" if sys.stdout.isatty() else "xml")
+    settings = _run(load_settings, found, config)
+    # Deferred: LlamaIndex and the model load only when a search really runs.
+    from coderag.pipelines.code_index import CodeIndex
+
+    index = _run(CodeIndex.open, found, settings=settings, create=False)
+    try:
+        res = _run(index.search, query, file_pattern=file_pattern, keywords=keywords, requires_exact_match=exact,
+                   max_tokens=max_tokens, top_k=top_k, retriever=retriever, format=fmt)
+    except ValidationError as exc:
+        from coderag.config import render_errors
+
+        raise click.UsageError(render_errors(exc, "search options").replace("Invalid settings in search options", "Invalid search options")) from exc
+    finally:
+        index.close()
+    if fmt == "json":
+        click.echo(res.to_json(indent=2))
+    elif fmt == "xml":
+        click.echo(res.to_xml())
+    else:
+        _print_text(res)
+
+
+def _print_text(res) -> None:
+    if not res:
+        click.echo(res.message)
+        return
+    try:
+        from rich.console import Console
+        from rich.syntax import Syntax
+    except ImportError:  # plain text without rich
+        click.echo(res.to_text())
+        return
+    console = Console()
+    for r in res:
+        flags = " [red](stale)[/red]" if r.stale else ""
+        console.print(f"[bold cyan]{r.file_path}:{r.start_line}-{r.end_line}[/bold cyan]  {r.symbol}  "
+                      f"[dim]{r.score:.4f}[/dim]{flags}")
+        console.print(Syntax(r.text, r.language if r.language != "text" else "text", line_numbers=True,
+                             start_line=r.start_line, word_wrap=False))
+        if r.truncated:
+            console.print(f"[dim]… truncated: lines {r.end_line + 1}-{r.full_end_line} not shown[/dim]")
+    console.print(f"[dim]{len(res)} of {res.total_hits} hits, {res.tokens} tokens, {res.latency_ms:.0f} ms, "
+                  f"{res.strategy}[/dim]")
 
 
 @main.command()

@@ -58,12 +58,28 @@ class ChunkingSettings(_Section):
     dedup_max_copies: int = Field(default=2, ge=1, description="Identical chunks beyond this many copies are indexed once; the other places are recorded.")
 
 
+class RetrievalSettings(_Section):
+    dense_top_k: int = Field(default=30, ge=1, le=1000, description="Candidates from the dense leg.")
+    sparse_top_k: int = Field(default=30, ge=1, le=1000, description="Candidates from the BM25 leg.")
+    dense_weight: float = Field(default=1.0, ge=0.0, description="RRF weight of the dense leg.")
+    sparse_weight: float = Field(default=1.0, ge=0.0, description="RRF weight of the BM25 leg.")
+    fusion_top_k: int = Field(default=20, ge=1, le=1000, description="Fused candidates passed on to merging and packing.")
+    merge_ratio: float = Field(default=0.5, ge=0.0, le=1.0, description="Auto-merge: share of a parent's children that must hit.")
+    max_parent_lines: int = Field(default=120, ge=1, description="Auto-merge never returns a parent longer than this.")
+    merge_min_score_ratio: float = Field(default=0.5, ge=0.0, le=1.0, description="Children below this x best score do not count for merging.")
+    gap_lines: int = Field(default=3, ge=0, le=100, description="Chunks of one file this close are merged into one block.")
+    cut_ratio: float = Field(default=0.0, ge=0.0, le=1.0, description="Dynamic cut: drop results below this x best score (0 = off).")
+    keyword_boost: float = Field(default=0.5, ge=0.0, description="Score boost for results containing the keywords.")
+    freshness_max_files: int = Field(default=8, ge=0, description="Changed files re-indexed before answering; more are marked stale.")
+
+
 class Settings(_Section):
     """Everything configurable, as read from qdrant.yaml."""
 
     store: StoreSettings = Field(default_factory=StoreSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
 
     def model_dir(self) -> Path:
         """The embedding model folder: configured, or the bundled one."""
@@ -106,7 +122,7 @@ def load_settings(root: str | os.PathLike | None = None, config_path: str | os.P
         if not explicit and not _is_ours(data):
             continue  # someone else's qdrant.yaml
         if not isinstance(data, dict):
-            raise ConfigError(f"{path} must be a mapping with sections store/embedding/chunking, not {type(data).__name__}.")
+            raise ConfigError(f"{path} must be a mapping with sections store/embedding/chunking/retrieval, not {type(data).__name__}.")
         try:
             return Settings.model_validate(data)
         except ValidationError as exc:

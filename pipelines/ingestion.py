@@ -27,6 +27,9 @@ SPLITTER_VERSION = "1"
 BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024
 OPTIMIZE_MIN_NEW_POINTS = 5_000
+# Skips that say nothing about the content: a chmod (which leaves size and mtime alone) or a file
+# that reappears can make them readable, so they are tried again on every run.
+RETRY_STATUSES = frozenset({"unreadable", "vanished"})
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -76,7 +79,7 @@ def detect_changes(root: Path, state: IndexState, settings: Settings) -> ChangeS
     candidates, unchanged = [], 0
     for e in entries:
         rec = manifest.get(e.rel_path)
-        if rec is not None and rec.size == e.size and rec.mtime_ns == e.mtime_ns:
+        if rec is not None and rec.size == e.size and rec.mtime_ns == e.mtime_ns and rec.status not in RETRY_STATUSES:
             unchanged += 1
         else:
             candidates.append(e)
@@ -305,7 +308,7 @@ def changes_for_paths(root: Path, state: IndexState, paths: list[str]) -> Change
         e = FileEntry(rel, str(abs_path), st.st_size, st.st_mtime_ns)
         entries.append(e)
         rec = state.file(rel)
-        if rec is None or rec.size != e.size or rec.mtime_ns != e.mtime_ns:
+        if rec is None or rec.size != e.size or rec.mtime_ns != e.mtime_ns or rec.status in RETRY_STATUSES:
             candidates.append(e)
     return ChangeSet(entries, candidates, len(entries) - len(candidates), removed, SkipLog())
 

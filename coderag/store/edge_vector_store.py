@@ -22,6 +22,7 @@ from coderag.nodes.lexical import doc_sparse, query_sparse
 DENSE_VECTOR_NAME = "dense"
 SPARSE_VECTOR_NAME = "sparse"
 DOC_ID_KEY = "doc_id"
+TEXT_KEY = "text"  # the chunk's source text, word-indexed for exact keyword filters
 KEYWORD_INDEX_KEYS = (FILE_PATH_KEY, DIRS_KEY, LANGUAGE_KEY, KIND_KEY, SYMBOL_KEY, DOC_ID_KEY)
 UPSERT_BATCH = 256
 DEFAULT_RRF_K = 60  # Cormack et al. 2009; Edge counts ranks from 0
@@ -98,7 +99,7 @@ class EdgeVectorStore(BasePydanticVectorStore):
         # qdrant_edge is a 36 MB native module: imported only when a store is opened.
         from qdrant_edge import (Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams, EdgeVectorParams,
                                  HnswIndexConfig, Modifier, PayloadSchemaType, ScalarQuantizationConfig,
-                                 ScalarType, UpdateOperation)
+                                 ScalarType, TextIndexParams, TokenizerType, UpdateOperation)
 
         store = cls(path=str(path), dim=dim)
         if sparse_doc_fn is not None:
@@ -120,6 +121,9 @@ class EdgeVectorStore(BasePydanticVectorStore):
                 store._shard = EdgeShard.create(str(p), cfg)
                 for key in KEYWORD_INDEX_KEYS:
                     store._shard.update(UpdateOperation.create_field_index(key, PayloadSchemaType.Keyword))
+                # Case-sensitive word index: a superset filter for exact identifiers, checked exactly afterwards.
+                store._shard.update(UpdateOperation.create_field_index(
+                    TEXT_KEY, TextIndexParams(tokenizer=TokenizerType.Word, lowercase=False)))
         except Exception as exc:
             msg = str(exc)
             if "WouldBlock" in msg or "Can't init WAL" in msg:
@@ -149,6 +153,7 @@ class EdgeVectorStore(BasePydanticVectorStore):
             s_ids, s_vals = sparse_fn(node.get_content(metadata_mode=MetadataMode.EMBED))
             payload = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
             payload[DIRS_KEY] = ancestor_dirs(node.metadata.get(FILE_PATH_KEY, ""))
+            payload[TEXT_KEY] = node.get_content()
             points.append(Point(node.node_id, {DENSE_VECTOR_NAME: list(node.embedding),
                                                SPARSE_VECTOR_NAME: SparseVector(indices=s_ids, values=s_vals)}, payload))
             ids.append(node.node_id)

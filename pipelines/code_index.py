@@ -1,0 +1,224 @@
+"""CodeIndex: the Python API over one indexed repository, with every stage reachable as a LlamaIndex object."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+from coderag.config import Settings, StoreMode, load_settings
+from coderag.errors import IndexMissingError
+from coderag.lock import WriterLock
+from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir, find_root, index_dir
+from coderag.pipelines.query import SearchOptions, run_search
+from coderag.postprocessors.payload import SearchResults
+from coderag.store.state import STATUS_INDEXED, IndexState
+
+
+class CodeIndex:
+    """An open index: search it, refresh it, or take its parts to build your own pipeline.
+
+    Opening takes the index's writer lock and its embedded shard, which admit one process at a time.
+
+    Examples:
+        >>> from coderag import CodeIndex
+        >>> with CodeIndex.open("path/to/repo") as index:                       # doctest: +SKIP
+        ...     index.refresh()                                                  # index what changed
+        ...     res = index.search("where is the retry after a failed login", max_tokens=1500)
+        ...     print(res[0].file_path, res[0].start_line, res[0].end_line)
+        src/auth/service.py 17 23
+        >>> index.retriever.retrieve("token validation")                        # doctest: +SKIP
+    """
+
+    def __init__(self, root: Path, settings: Settings, state: IndexState, lock: WriterLock) -> None:
+        self.root, self.settings, self.state = root, settings, state
+        self._lock = lock
+        self._store = None
+        self._docstore = None
+        self._embed_model = None
+        self._tokenizer = None
+        self._paths: Optional[list[str]] = None
+        self._mutex = threading.RLock()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, root: str | os.PathLike = ".", settings: Optional[Settings] = None,
+             config_path: Optional[str] = None, wait: float = 0.0, create: bool = True) -> "CodeIndex":
+        """Open the index of `root` (or of the nearest ancestor that has one).
+
+        With `create=False` a missing index raises IndexMissingError; with `create=True` an empty
+        index is created, to be filled by `refresh()`.
+        """
+        start = Path(root).resolve()
+        found = find_root(start)
+        if found is None:
+            if not create:
+                raise IndexMissingError(f'No index at or above {start}. Run "coderag index {start}" first.')
+            found = start
+        settings = settings or load_settings(found, config_path)
+        idx = ensure_index_dir(found)
+        lock = WriterLock(idx / LOCK_NAME).acquire(wait=wait)
+        try:
+            state = IndexState(idx / DB_NAME)
+            index = cls(found, settings, state, lock)
+            _ = index.vector_store  # fail now, not on the first query, if the shard is held elsewhere
+        except BaseException:
+            lock.release()
+            raise
+        return index
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._store is not None and hasattr(self._store, "close"):
+                self._store.close()
+            self._store = None
+            self.state.close()
+            self._lock.release()
+
+    def __enter__(self) -> "CodeIndex":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- LlamaIndex parts -----------------------------------------------------------------------
+    @property
+    def vector_store(self):
+        """The vector store: EdgeVectorStore (embedded) or QdrantVectorStore (server)."""
+        if self._store is None:
+            from coderag.pipelines.stores import open_vector_store
+
+            self._store = open_vector_store(self.settings, self.root)
+        return self._store
+
+    @property
+    def docstore(self):
+        """KVDocumentStore with every node of the hierarchy (parents too), for auto-merging."""
+        if self._docstore is None:
+            from coderag.pipelines.stores import open_docstore
+
+            self._docstore = open_docstore(self.state)
+        return self._docstore
+
+    @property
+    def embed_model(self):
+        """The HuggingFaceEmbedding of the index's model, one torch thread (query latency under load)."""
+        if self._embed_model is None:
+            from coderag.nodes.embedding import load_embed_model
+
+            self._embed_model = load_embed_model(self.settings.model_dir(), self.settings.embedding.batch_size,
+                                                 threads=1)
+        return self._embed_model
+
+    @property
+    def supports_text_filter(self) -> bool:
+        return self.settings.store.mode == StoreMode.Embedded
+
+    @property
+    def retriever(self):
+        """The default retriever graph: weighted-RRF(dense, BM25) under bounded auto-merging."""
+        from coderag.pipelines.query import build_retriever
+
+        return build_retriever(self, SearchOptions(query="-"), {})
+
+    @property
+    def dense_retriever(self):
+        from coderag.pipelines.retrievers import DenseRetriever
+
+        return DenseRetriever(self.vector_store, self.embed_model, self.settings.retrieval.dense_top_k)
+
+    @property
+    def bm25_retriever(self):
+        """BM25 over the store's sparse vectors with the code-aware tokenizer."""
+        from coderag.pipelines.retrievers import SparseRetriever
+
+        return SparseRetriever(self.vector_store, self.settings.retrieval.sparse_top_k)
+
+    @property
+    def ingestion_pipeline(self):
+        """The IngestionPipeline (filter, splitter, path injection, dedup, cached embedding -> store)."""
+        return self._ingestion().pipeline
+
+    def as_query_engine(self, llm: Any, **kwargs: Any):
+        """A RetrieverQueryEngine over `retriever` for users who bring their own LLM."""
+        from llama_index.core.query_engine import RetrieverQueryEngine
+
+        return RetrieverQueryEngine.from_args(self.retriever, llm=llm, **kwargs)
+
+    # -- work -----------------------------------------------------------------------------------
+    def _ingestion(self, progress=None):
+        from coderag.pipelines.ingestion import Ingestion
+
+        return Ingestion(self.root, self.settings, self.state, progress, store=self.vector_store,
+                         docstore=self.docstore, embed_loader=lambda: self.embed_model)
+
+    def refresh(self, paths: Optional[Sequence[str]] = None, progress=None):
+        """Index what changed: the whole tree, or only `paths` (relative POSIX paths). Returns an IndexSummary."""
+        from coderag.pipelines.ingestion import changes_for_paths, detect_changes, fingerprint, sync
+
+        with self._mutex:
+            run = self._ingestion(progress)
+            changes = (changes_for_paths(self.root, self.state, list(paths)) if paths is not None
+                       else detect_changes(self.root, self.state, self.settings))
+            s = run.summary
+            s.files_seen, s.unchanged = len(changes.entries), changes.unchanged
+            sync(run, changes, fingerprint(self.settings), progress)
+            self._paths = None
+            return s
+
+    def search(self, query: str, *, file_pattern: Optional[str] = None, keywords: Iterable[str] = (),
+               requires_exact_match: bool = False, max_tokens: int = 4000, top_k: Optional[int] = None,
+               retriever: str = "hybrid", auto_merge: bool = True, merge_adjacent: bool = True,
+               format: str = "xml", refresh: bool = True) -> SearchResults:
+        """Search the index. Returns SearchResults (a list of SearchResult plus `.to_xml()`, `.to_json()`).
+
+        Examples:
+            >>> res = index.search("getUserById", file_pattern="src/**/*.ts")   # doctest: +SKIP
+            >>> [(r.file_path, r.start_line, r.end_line) for r in res]          # doctest: +SKIP
+            [('src/api/users.ts', 12, 30)]
+        """
+        opts = SearchOptions(query=query, file_pattern=file_pattern, keywords=list(keywords),
+                             requires_exact_match=requires_exact_match, max_tokens=max_tokens, top_k=top_k,
+                             retriever=retriever, auto_merge=auto_merge, merge_adjacent=merge_adjacent, format=format)
+        with self._mutex:
+            if self.state.get_meta("fingerprint") is None:
+                raise IndexMissingError(f'Index at {index_dir(self.root)} is empty. Run "coderag index {self.root}" first.')
+            return run_search(self, opts, refresh=refresh)
+
+    # -- helpers used by the query pipeline -------------------------------------------------------
+    can_refresh = True
+
+    def indexed_paths(self) -> list[str]:
+        if self._paths is None:
+            self._paths = sorted(p for p, r in self.state.files().items() if r.status == STATUS_INDEXED)
+        return self._paths
+
+    def changed_files(self, paths: Iterable[str]) -> set[str]:
+        """Those of `paths` whose file differs from what is indexed (stat, then hash) or is gone."""
+        from coderag.nodes.scan import hash_file
+
+        out = set()
+        for p in paths:
+            rec = self.state.file(p)
+            try:
+                st = os.stat(self.root / p)
+            except OSError:
+                out.add(p)
+                continue
+            if rec is None:
+                out.add(p)
+            elif rec.size != st.st_size or rec.mtime_ns != st.st_mtime_ns:
+                if hash_file(str(self.root / p)) != rec.sha256:
+                    out.add(p)
+        return out
+
+    def other_locations(self, node_id: str) -> list[str]:
+        return [f"{p}:{s}-{e}" for p, s, e in self.state.other_locations(node_id)]
+
+    def count_tokens(self, text: str) -> int:
+        if self._tokenizer is None:
+            from llama_index.core.utils import get_tokenizer  # tiktoken cl100k, cache shipped with llama-index
+
+            self._tokenizer = get_tokenizer()
+        return len(self._tokenizer(text))

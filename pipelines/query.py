@@ -1,0 +1,257 @@
+"""The query pipeline: filters -> dense + BM25 -> weighted RRF -> auto-merge -> freshness -> merge -> pack -> payload."""
+
+from __future__ import annotations
+
+import time
+from enum import Enum
+from typing import TYPE_CHECKING, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from coderag.globs import FilePattern
+from coderag.nodes.keys import (END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, LAST_MODIFIED_KEY,
+                                START_LINE_KEY, SYMBOL_KEY)
+from coderag.postprocessors.payload import (SearchResult, SearchResults, no_results_message, render_json,
+                                            render_result_text, render_result_xml, render_text, render_xml)
+
+if TYPE_CHECKING:
+    from coderag.pipelines.code_index import CodeIndex
+
+MAX_TOKENS_LIMIT = 20_000
+MIN_TOKENS = 50
+
+
+class RetrieverMode(str, Enum):
+    Hybrid = "hybrid"
+    BM25 = "bm25"
+    Dense = "dense"
+
+
+class OutputFormat(str, Enum):
+    Xml = "xml"
+    Json = "json"
+    Text = "text"
+
+
+class SearchOptions(BaseModel):
+    """One search request, validated once at the edge (CLI flags, MCP arguments, API keywords)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(description="What to find: a behaviour in words, or identifiers.")
+    file_pattern: Optional[str] = Field(default=None, description="Globs on relative paths, `!` excludes.")
+    keywords: list[str] = Field(default_factory=list, description="Exact identifiers to boost (or require).")
+    requires_exact_match: bool = Field(default=False, description="Keep only chunks containing every keyword.")
+    max_tokens: int = Field(default=4000, ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT, description="Budget of the payload.")
+    top_k: Optional[int] = Field(default=None, ge=1, le=200, description="Fused candidates (default from settings).")
+    retriever: RetrieverMode = Field(default=RetrieverMode.Hybrid)
+    auto_merge: bool = Field(default=True, description="Merge sibling hits into their parent.")
+    merge_adjacent: bool = Field(default=True, description="Merge chunks of one file that touch.")
+    format: OutputFormat = Field(default=OutputFormat.Xml, description="Payload format the budget is counted in.")
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_empty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("query is empty: describe what you are looking for, e.g. 'where are failed logins retried'")
+        return v.strip()
+
+    @field_validator("keywords")
+    @classmethod
+    def _clean_keywords(cls, v: list[str]) -> list[str]:
+        out = [k.strip() for k in v if k and k.strip()]
+        if len(out) > 16:
+            raise ValueError("at most 16 keywords")
+        return out
+
+    @field_validator("file_pattern")
+    @classmethod
+    def _valid_glob(cls, v: Optional[str]) -> Optional[str]:
+        if v is None or not v.strip():
+            return None
+        FilePattern(v)  # raises ValueError with examples
+        return v.strip()
+
+
+def _renderers(fmt: OutputFormat):
+    if fmt == OutputFormat.Json:
+        import json
+        from dataclasses import asdict
+
+        return (lambda r: json.dumps(asdict(r), ensure_ascii=False) + ",", render_json)
+    if fmt == OutputFormat.Text:
+        return render_result_text, render_text
+    return render_result_xml, render_xml
+
+
+def _to_result(nws, stale_files: set[str], also_in: list[str]) -> SearchResult:
+    m = nws.node.metadata
+    return SearchResult(
+        id=nws.node.node_id.replace("-", "")[:12], file_path=m[FILE_PATH_KEY], start_line=int(m[START_LINE_KEY]),
+        end_line=int(m[END_LINE_KEY]), language=m.get(LANGUAGE_KEY, ""), symbol=m.get(SYMBOL_KEY, ""),
+        kind=m.get(KIND_KEY, ""), score=round(float(nws.get_score()), 6), last_modified=m.get(LAST_MODIFIED_KEY, ""),
+        stale=m[FILE_PATH_KEY] in stale_files, text=nws.node.get_content(), truncated=bool(m.get("truncated")),
+        full_end_line=m.get("full_end_line"), also_in=also_in)
+
+
+def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filters=None):
+    """The LlamaIndex retriever graph for one request (cheap to build; filters are per request)."""
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.storage import StorageContext
+
+    from coderag.pipelines.retrievers import (BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever,
+                                              WeightedRRFFusionRetriever)
+
+    r = index.settings.retrieval
+    exact = opts.keywords if opts.requires_exact_match else []
+    legs, weights = [], []
+    if opts.retriever in (RetrieverMode.Hybrid, RetrieverMode.Dense):
+        legs.append(DenseRetriever(index.vector_store, index.embed_model, r.dense_top_k, filters=filters,
+                                   exact_keywords=exact, timings=timings))
+        weights.append(r.dense_weight)
+    if opts.retriever in (RetrieverMode.Hybrid, RetrieverMode.BM25):
+        legs.append(SparseRetriever(index.vector_store, r.sparse_top_k, boost_terms=opts.keywords, filters=filters,
+                                    exact_keywords=exact, timings=timings))
+        weights.append(r.sparse_weight)
+    fusion = WeightedRRFFusionRetriever(
+        legs, retriever_weights=weights, llm=MockLLM(), mode="reciprocal_rerank", num_queries=1, use_async=False,
+        similarity_top_k=opts.top_k or r.fusion_top_k, keywords=opts.keywords, keyword_boost=r.keyword_boost,
+        timings=timings)
+    if not opts.auto_merge:
+        return fusion
+    ctx = StorageContext.from_defaults(docstore=index.docstore, vector_store=index.vector_store)
+    return BoundedAutoMergingRetriever(fusion, ctx, simple_ratio_thresh=r.merge_ratio,
+                                       max_parent_lines=r.max_parent_lines,
+                                       min_score_ratio=r.merge_min_score_ratio, timings=timings)
+
+
+def _filters(index: "CodeIndex", opts: SearchOptions):
+    from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+
+    conds = []
+    if opts.file_pattern:
+        paths = FilePattern(opts.file_pattern).select(index.indexed_paths())
+        if not paths:
+            return None, False
+        conds.append(MetadataFilter(key=FILE_PATH_KEY, operator=FilterOperator.IN, value=paths))
+    if opts.requires_exact_match and opts.keywords and index.supports_text_filter:
+        for kw in opts.keywords:
+            conds.append(MetadataFilter(key="text", operator=FilterOperator.TEXT_MATCH, value=kw))
+    return (MetadataFilters(filters=conds) if conds else None), True
+
+
+APPROX_CHARS_PER_TOKEN = 3.2
+PRESELECT_SLACK = 1.5
+
+
+def _preselect(nodes: list, max_tokens: int, cut_ratio: float) -> list:
+    """Best-first candidates until about 1.5x the budget is covered: merging and packing then work on
+    what can be shown, so a weak chunk never drags its neighbours into a strong block."""
+    nodes = sorted(nodes, key=lambda n: n.get_score(), reverse=True)
+    if not nodes:
+        return nodes
+    floor = nodes[0].get_score() * cut_ratio
+    out, used = [], 0.0
+    for n in nodes:
+        if out and (used >= max_tokens * PRESELECT_SLACK or n.get_score() < floor):
+            break
+        out.append(n)
+        used += len(n.node.get_content()) / APPROX_CHARS_PER_TOKEN
+    return out
+
+
+def strategy_name(opts: SearchOptions) -> str:
+    legs = {"hybrid": "dense + bm25 (weighted rrf)", "bm25": "bm25", "dense": "dense"}[opts.retriever.value]
+    extra = [x for x, on in (("auto-merge", opts.auto_merge), ("merge-adjacent", opts.merge_adjacent)) if on]
+    return " + ".join([legs, *extra, "token-packing"])
+
+
+def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True) -> SearchResults:
+    """Answer one request from an open CodeIndex."""
+    from coderag.postprocessors.lines import LineSource
+    from coderag.postprocessors.merge_adjacent import MergeAdjacentPostprocessor
+    from coderag.postprocessors.token_budget import TokenBudgetPostprocessor
+
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    meta = dict(query=opts.query, root=str(index.root), strategy=strategy_name(opts), max_tokens=opts.max_tokens)
+    filters, any_file = _filters(index, opts)
+    nodes = []
+    freshness = "fresh"
+    stale: set[str] = set()
+    if any_file:
+        nodes = build_retriever(index, opts, timings, filters).retrieve(opts.query)
+        changed = index.changed_files({n.node.metadata[FILE_PATH_KEY] for n in nodes})
+        if changed:
+            limit = index.settings.retrieval.freshness_max_files
+            if refresh and index.can_refresh and len(changed) <= limit:
+                t1 = time.perf_counter()
+                index.refresh(paths=sorted(changed))
+                timings["refresh_ms"] = (time.perf_counter() - t1) * 1000
+                freshness = f"refreshed {len(changed)} changed file(s) before answering"
+                filters, any_file = _filters(index, opts)
+                nodes = build_retriever(index, opts, timings, filters).retrieve(opts.query) if any_file else []
+                stale = index.changed_files({n.node.metadata[FILE_PATH_KEY] for n in nodes})
+            else:
+                stale = changed
+            if stale:
+                freshness = f"stale: {len(stale)} file(s) changed since indexing"
+    total = len(nodes)
+    nodes = _preselect(nodes, opts.max_tokens, index.settings.retrieval.cut_ratio)
+    lines = LineSource(index.root)
+    t2 = time.perf_counter()
+    if opts.merge_adjacent:
+        nodes = MergeAdjacentPostprocessor(lines=lines, gap_lines=index.settings.retrieval.gap_lines) \
+            .postprocess_nodes(nodes)
+    else:
+        nodes = [n for n in nodes if lines.lines(n.node.metadata[FILE_PATH_KEY]) is not None]
+    timings["merge_adjacent_ms"] = (time.perf_counter() - t2) * 1000
+
+    count = index.count_tokens
+    render_one, render_all = _renderers(opts.format)
+    frame = SearchResults([], **meta, total_hits=total, tokens=opts.max_tokens, latency_ms=99999.0,
+                          freshness=freshness, message="")
+    frame_tokens = count(render_all(frame)) + 8
+
+    def cost(nws, text, truncated):
+        r = _to_result(nws, stale, [])
+        r.text, r.truncated = text, truncated
+        if truncated:
+            r.end_line = r.start_line + text.count("\n")
+            r.full_end_line = int(nws.node.metadata[END_LINE_KEY])
+        return count(render_one(r)) + 2
+
+    t3 = time.perf_counter()
+    packer = TokenBudgetPostprocessor(cost=cost, max_tokens=opts.max_tokens, frame_tokens=frame_tokens,
+                                      cut_ratio=index.settings.retrieval.cut_ratio)
+    packed = packer.postprocess_nodes(nodes)
+    results = [_to_result(n, stale, index.other_locations(n.node.node_id)) for n in packed]
+    timings["pack_ms"] = (time.perf_counter() - t3) * 1000
+    message = "" if results else no_results_message(opts.query, opts.file_pattern, opts.keywords,
+                                                     opts.requires_exact_match)
+    out = SearchResults(results, **meta, total_hits=total, freshness=freshness, timings=timings, message=message)
+    # Exact guarantee: the rendered payload, frame included, never exceeds the budget.
+    while True:
+        out.latency_ms = (time.perf_counter() - t0) * 1000
+        out.tokens = count(render_all(out))
+        if out.tokens <= opts.max_tokens or not out:
+            break
+        last = out[-1]
+        if last.end_line > last.start_line:
+            last.full_end_line = last.full_end_line or last.end_line
+            last.end_line -= 1
+            last.text = last.text.rsplit("\n", 1)[0]
+            last.truncated = True
+        else:
+            out.pop()
+    if not out and not out.message:
+        out.message = no_results_message(opts.query, opts.file_pattern, opts.keywords, opts.requires_exact_match)
+    out.latency_ms = (time.perf_counter() - t0) * 1000
+    out.timings["total_ms"] = out.latency_ms
+    return out
+
+
+def render(results: SearchResults, fmt: OutputFormat) -> str:
+    return {OutputFormat.Xml: render_xml, OutputFormat.Json: render_json, OutputFormat.Text: render_text}[fmt](results)
+
+

@@ -1,0 +1,169 @@
+"""Retrievers of the query pipeline: dense and BM25 legs over the vector store, weighted RRF, bounded auto-merging."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.retrievers import AutoMergingRetriever, QueryFusionRetriever
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import MetadataFilters, VectorStoreQuery, VectorStoreQueryMode
+
+from coderag.nodes.keys import END_LINE_KEY, START_LINE_KEY
+
+DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
+
+
+def contains_all(text: str, keywords: Sequence[str]) -> bool:
+    return all(k in text for k in keywords)
+
+
+class _StoreRetriever(BaseRetriever):
+    """Common part of the two legs: one store query with filters, an exact-keyword check, timings."""
+
+    def __init__(self, vector_store: Any, similarity_top_k: int, filters: Optional[MetadataFilters] = None,
+                 exact_keywords: Sequence[str] = (), timings: Optional[Dict[str, float]] = None) -> None:
+        super().__init__()
+        self._store = vector_store
+        self._top_k = similarity_top_k
+        self._filters = filters
+        self._exact = list(exact_keywords)
+        self.timings = timings if timings is not None else {}
+
+    def _wrap(self, result) -> List[NodeWithScore]:
+        out = []
+        for node, score in zip(result.nodes, result.similarities or [0.0] * len(result.nodes)):
+            if self._exact and not contains_all(node.get_content(), self._exact):
+                continue  # the store's text filter is token-level; this makes it exact
+            out.append(NodeWithScore(node=node, score=score))
+        return out
+
+
+class DenseRetriever(_StoreRetriever):
+    """Nearest leaf vectors to the query's embedding."""
+
+    def __init__(self, vector_store: Any, embed_model: Any, similarity_top_k: int = 20, **kwargs: Any) -> None:
+        super().__init__(vector_store, similarity_top_k, **kwargs)
+        self._embed_model = embed_model
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        t0 = time.perf_counter()
+        emb = query_bundle.embedding or self._embed_model.get_query_embedding(query_bundle.query_str)
+        t1 = time.perf_counter()
+        res = self._store.query(VectorStoreQuery(query_embedding=emb, similarity_top_k=self._top_k,
+                                                 filters=self._filters))
+        self.timings["embed_ms"] = (t1 - t0) * 1000
+        self.timings["dense_ms"] = (time.perf_counter() - t1) * 1000
+        return self._wrap(res)
+
+
+class SparseRetriever(_StoreRetriever):
+    """BM25 over the store's sparse vectors (code-aware terms; IDF applied by Qdrant)."""
+
+    def __init__(self, vector_store: Any, similarity_top_k: int = 20, boost_terms: Sequence[str] = (),
+                 **kwargs: Any) -> None:
+        super().__init__(vector_store, similarity_top_k, **kwargs)
+        self._boost_terms = list(boost_terms)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        t0 = time.perf_counter()
+        text = " ".join([query_bundle.query_str, *self._boost_terms])
+        res = self._store.query(VectorStoreQuery(query_str=text, mode=VectorStoreQueryMode.SPARSE,
+                                                 similarity_top_k=self._top_k, sparse_top_k=self._top_k,
+                                                 filters=self._filters))
+        self.timings["bm25_ms"] = (time.perf_counter() - t0) * 1000
+        return self._wrap(res)
+
+
+class WeightedRRFFusionRetriever(QueryFusionRetriever):
+    """QueryFusionRetriever whose reciprocal-rank mode honours `retriever_weights` (core's ignores them),
+    keys results by node id, and boosts results that contain the query's keywords."""
+
+    def __init__(self, *args: Any, rrf_k: float = DEFAULT_RRF_K, keywords: Sequence[str] = (),
+                 keyword_boost: float = 0.5, timings: Optional[Dict[str, float]] = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rrf_k = rrf_k
+        self._keywords = list(keywords)
+        self._keyword_boost = keyword_boost
+        self.timings = timings if timings is not None else {}
+
+    def _reciprocal_rerank_fusion(self, results: Dict[Tuple[str, int], List[NodeWithScore]]) -> List[NodeWithScore]:
+        t0 = time.perf_counter()
+        fused: Dict[str, float] = {}
+        by_id: Dict[str, NodeWithScore] = {}
+        for (_, idx), nodes in results.items():
+            w = self._retriever_weights[idx]
+            for rank, nws in enumerate(sorted(nodes, key=lambda x: x.score or 0.0, reverse=True)):
+                nid = nws.node.node_id
+                by_id.setdefault(nid, nws)
+                fused[nid] = fused.get(nid, 0.0) + w / (rank + self._rrf_k)
+        if self._keywords:
+            for nid, nws in by_id.items():
+                text = nws.node.get_content()
+                hits = sum(1 for k in self._keywords if k in text)
+                fused[nid] *= 1.0 + self._keyword_boost * hits / len(self._keywords)
+        out = []
+        for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True):
+            nws = by_id[nid]
+            out.append(NodeWithScore(node=nws.node, score=score))
+        self.timings["fusion_ms"] = (time.perf_counter() - t0) * 1000
+        return out
+
+
+def _span(node: BaseNode) -> int:
+    m = node.metadata
+    return int(m.get(END_LINE_KEY, 0)) - int(m.get(START_LINE_KEY, 0)) + 1
+
+
+class BoundedAutoMergingRetriever(AutoMergingRetriever):
+    """AutoMergingRetriever with the cascade bounded by size and score.
+
+    Merging repeats up the tree, and one weak extra hit can turn a class into its whole file. Here a
+    parent longer than `max_parent_lines` is never merged into, only children scoring at least
+    `min_score_ratio` x the best score count towards the ratio, and the merged parent takes its best
+    child's score (not the average), so it ranks where its evidence is.
+    """
+
+    def __init__(self, *args: Any, max_parent_lines: int = 120, min_score_ratio: float = 0.5,
+                 timings: Optional[Dict[str, float]] = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._max_parent_lines = max_parent_lines
+        self._min_score_ratio = min_score_ratio
+        self.timings = timings if timings is not None else {}
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        initial = self._vector_retriever.retrieve(query_bundle)
+        t0 = time.perf_counter()
+        nodes, changed = self._get_parents_and_merge(initial)
+        while changed:
+            nodes, changed = self._get_parents_and_merge(nodes)
+        nodes.sort(key=lambda x: x.get_score(), reverse=True)
+        self.timings["merge_parents_ms"] = (time.perf_counter() - t0) * 1000
+        return nodes
+
+    def _get_parents_and_merge(self, nodes: List[NodeWithScore]) -> Tuple[List[NodeWithScore], bool]:
+        if not nodes:
+            return nodes, False
+        floor = max(n.get_score() for n in nodes) * self._min_score_ratio
+        groups: Dict[str, List[NodeWithScore]] = {}
+        for n in nodes:
+            info = n.node.parent_node
+            if info is not None and n.get_score() >= floor:
+                groups.setdefault(info.node_id, []).append(n)
+        drop: set[str] = set()
+        add: List[NodeWithScore] = []
+        docstore = self._storage_context.docstore
+        for parent_id, kids in groups.items():
+            if len(kids) < 2:
+                continue
+            parent = docstore.get_document(parent_id, raise_error=False)
+            if parent is None or _span(parent) > self._max_parent_lines:
+                continue
+            total = len(parent.child_nodes or []) or 1
+            if len(kids) / total > self._simple_ratio_thresh:
+                drop.update(k.node.node_id for k in kids)
+                add.append(NodeWithScore(node=parent, score=max(k.get_score() for k in kids)))
+        if not drop:
+            return nodes, False
+        return [n for n in nodes if n.node.node_id not in drop] + add, True

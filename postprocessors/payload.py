@@ -1,0 +1,140 @@
+"""Search payloads: XML for agents, JSON for programs, text for people. Snippets can never break the frame."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+from xml.sax.saxutils import escape, quoteattr
+
+NO_RESULTS_HINTS = [
+    "Broaden the query: describe the behaviour instead of guessing names.",
+    "Drop or widen file_pattern, or set requires_exact_match to false.",
+    "Check the spelling of identifiers in keywords.",
+]
+
+
+@dataclass
+class SearchResult:
+    """One block of code: exact lines start_line..end_line of file_path (POSIX, relative to the root)."""
+
+    id: str
+    file_path: str
+    start_line: int
+    end_line: int
+    language: str
+    symbol: str
+    kind: str
+    score: float
+    last_modified: str
+    stale: bool
+    text: str
+    truncated: bool = False
+    full_end_line: Optional[int] = None
+    also_in: list[str] = field(default_factory=list)
+
+
+class SearchResults(list):
+    """A list of SearchResult with the query's meta data and renderers.
+
+    Examples:
+        >>> res = index.search("where is the retry after a failed login")   # doctest: +SKIP
+        >>> res[0].file_path, res[0].start_line, res[0].end_line              # doctest: +SKIP
+        ('src/auth/service.py', 17, 23)
+        >>> print(res.to_xml())                                               # doctest: +SKIP
+    """
+
+    def __init__(self, results: list[SearchResult] = (), *, query: str = "", root: str = "", strategy: str = "",
+                 total_hits: int = 0, tokens: int = 0, latency_ms: float = 0.0, freshness: str = "fresh",
+                 timings: Optional[dict[str, float]] = None, message: str = "", max_tokens: int = 0) -> None:
+        super().__init__(results)
+        self.query, self.root, self.strategy = query, root, strategy
+        self.total_hits, self.tokens, self.latency_ms = total_hits, tokens, latency_ms
+        self.freshness, self.message, self.max_tokens = freshness, message, max_tokens
+        self.timings = timings or {}
+
+    def to_json(self, indent: Optional[int] = None) -> str:
+        return render_json(self, indent)
+
+    def to_xml(self) -> str:
+        return render_xml(self)
+
+    def to_text(self) -> str:
+        return render_text(self)
+
+    def __repr__(self) -> str:
+        return f"SearchResults(query={self.query!r}, returned={len(self)}, total_hits={self.total_hits})"
+
+
+def _x(value: Any) -> str:
+    # Full XML escaping: no snippet can close a tag, open a fake result or end the tool output.
+    return escape(str(value))
+
+
+def render_result_xml(r: SearchResult) -> str:
+    truncated = ""
+    if r.truncated:
+        truncated = (f"\n    <truncated>lines {r.end_line + 1}-{r.full_end_line} not shown; "
+                     f"use expand_result or read the file</truncated>")
+    also = "".join(f"\n    <also_in>{_x(loc)}</also_in>" for loc in r.also_in)
+    stale = "\n    <stale>true: the file changed after indexing; re-read before editing</stale>" if r.stale else ""
+    return (f"  <result id={quoteattr(r.id)} score=\"{r.score:.4f}\">\n"
+            f"    <source_file>{_x(r.file_path)}</source_file>\n"
+            f"    <lines>{r.start_line}-{r.end_line}</lines>\n"
+            f"    <language>{_x(r.language)}</language>\n"
+            f"    <symbol>{_x(r.symbol)}</symbol>\n"
+            f"    <last_modified>{_x(r.last_modified)}</last_modified>{stale}{also}\n"
+            f"    <snippet>\n{_x(r.text)}\n    </snippet>{truncated}\n"
+            f"  </result>\n")
+
+
+def render_xml_frame(res: SearchResults, returned: int, tokens: int) -> tuple[str, str]:
+    head = ("<search_results>\n  <meta>\n"
+            f"    <query>{_x(res.query)}</query>\n"
+            f"    <total_hits>{res.total_hits}</total_hits>\n"
+            f"    <returned_hits>{returned}</returned_hits>\n"
+            f"    <tokens>{tokens}</tokens>\n"
+            f"    <latency_ms>{res.latency_ms:.0f}</latency_ms>\n"
+            f"    <search_strategy>{_x(res.strategy)}</search_strategy>\n"
+            f"    <index_freshness>{_x(res.freshness)}</index_freshness>\n"
+            "  </meta>\n")
+    if res.message:
+        head += f"  <message>{_x(res.message)}</message>\n"
+    return head, "</search_results>"
+
+
+def render_xml(res: SearchResults) -> str:
+    head, tail = render_xml_frame(res, len(res), res.tokens)
+    return head + "".join(render_result_xml(r) for r in res) + tail
+
+
+def render_json(res: SearchResults, indent: Optional[int] = None) -> str:
+    doc = {"query": res.query, "root": res.root, "strategy": res.strategy, "total_hits": res.total_hits,
+           "returned": len(res), "tokens": res.tokens, "latency_ms": round(res.latency_ms, 1),
+           "freshness": res.freshness, "results": [asdict(r) for r in res]}
+    if res.message:
+        doc["message"] = res.message
+    return json.dumps(doc, ensure_ascii=False, indent=indent)
+
+
+def render_result_text(r: SearchResult) -> str:
+    flags = " (stale)" if r.stale else ""
+    head = f"── {r.file_path}:{r.start_line}-{r.end_line}  {r.symbol}  [{r.score:.4f}]{flags}\n"
+    tail = f"\n   … truncated: lines {r.end_line + 1}-{r.full_end_line} not shown\n" if r.truncated else "\n"
+    return head + r.text + tail
+
+
+def render_text(res: SearchResults) -> str:
+    if not res:
+        return res.message + "\n"
+    body = "\n".join(render_result_text(r) for r in res)
+    return body + f"\n{len(res)} of {res.total_hits} hits, {res.tokens} tokens, {res.latency_ms:.0f} ms ({res.strategy})\n"
+
+
+def no_results_message(query: str, file_pattern: Optional[str], keywords: list[str], exact: bool) -> str:
+    hints = list(NO_RESULTS_HINTS)
+    if file_pattern:
+        hints.insert(0, f"Nothing matched inside file_pattern {file_pattern!r}: try without it.")
+    if exact and keywords:
+        hints.insert(0, f"No chunk contains all of {keywords!r} exactly: try requires_exact_match=false.")
+    return f"No results for {query!r}. " + " ".join(hints)

@@ -1,0 +1,87 @@
+"""TokenBudgetPostprocessor: greedy by score into max_tokens; a block that does not fit is cut at a line."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional
+
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from coderag.nodes.keys import END_LINE_KEY, START_LINE_KEY
+
+TRUNCATED_KEY = "truncated"
+FULL_END_LINE_KEY = "full_end_line"
+DEFAULT_MAX_TOKENS = 4000
+DEFAULT_CUT_RATIO = 0.0
+MIN_USEFUL_TOKENS = 24
+
+# cost(node, text, truncated) -> tokens that block takes in the rendered payload
+CostFn = Callable[[NodeWithScore, str, bool], int]
+
+
+class TokenBudgetPostprocessor(BaseNodePostprocessor):
+    """Pack results, best first, into `max_tokens` minus the payload frame.
+
+    A block that does not fit whole is cut after its last fitting line and flagged `truncated`
+    (with `full_end_line`), or skipped when not even one line fits. With `cut_ratio` > 0 results
+    scoring below cut_ratio x the best score are dropped first (the long tail after a sharp fall).
+    """
+
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0, description="Budget for the whole payload.")
+    frame_tokens: int = Field(default=0, ge=0, description="Tokens of the payload around the results.")
+    cut_ratio: float = Field(default=DEFAULT_CUT_RATIO, ge=0.0, le=1.0, description="Dynamic cut: 0 keeps the tail.")
+    min_keep: int = Field(default=3, ge=1, description="The dynamic cut never keeps fewer than this.")
+
+    _cost: CostFn = PrivateAttr()
+
+    def __init__(self, cost: CostFn, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._cost = cost
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "TokenBudgetPostprocessor"
+
+    def _postprocess_nodes(self, nodes: List[NodeWithScore],
+                           query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
+        nodes = sorted(nodes, key=lambda n: n.get_score(), reverse=True)
+        if self.cut_ratio and nodes:
+            floor = nodes[0].get_score() * self.cut_ratio
+            nodes = nodes[: self.min_keep] + [n for n in nodes[self.min_keep:] if n.get_score() >= floor]
+        left = self.max_tokens - self.frame_tokens
+        out: list[NodeWithScore] = []
+        for n in nodes:
+            if left < MIN_USEFUL_TOKENS:
+                break
+            text = n.node.get_content()
+            cost = self._cost(n, text, False)
+            if cost <= left:
+                out.append(n)
+                left -= cost
+                continue
+            cut = self._truncate(n, text, left)
+            if cut is not None:
+                out.append(cut[0])
+                left -= cut[1]
+        return out
+
+    def _truncate(self, n: NodeWithScore, text: str, left: int) -> Optional[tuple[NodeWithScore, int]]:
+        lines = text.split("\n")
+        lo, hi, best = 1, len(lines) - 1, None
+        while lo <= hi:  # the most lines whose block still fits
+            mid = (lo + hi) // 2
+            cost = self._cost(n, "\n".join(lines[:mid]), True)
+            if cost <= left:
+                best, lo = (mid, cost), mid + 1
+            else:
+                hi = mid - 1
+        if best is None:
+            return None
+        k, cost = best
+        meta = dict(n.node.metadata)
+        meta[FULL_END_LINE_KEY] = meta[END_LINE_KEY]
+        meta[END_LINE_KEY] = meta[START_LINE_KEY] + k - 1
+        meta[TRUNCATED_KEY] = True
+        node = TextNode(id_=n.node.node_id, text="\n".join(lines[:k]), metadata=meta)
+        return NodeWithScore(node=node, score=n.score), cost
