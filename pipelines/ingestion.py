@@ -21,7 +21,7 @@ from coderag.lock import WriterLock
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file, walk
 from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
-from coderag.store.state import STATUS_INDEXED, FileRecord, IndexState
+from coderag.store.state import SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE, FileRecord, IndexState
 
 SPLITTER_VERSION = "1"
 BATCH_FILES = 64
@@ -92,13 +92,16 @@ class Ingestion:
     """One indexing run over a root; holds the writer lock, the state and (lazily) the pipeline."""
 
     def __init__(self, root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
-                 store=None, docstore=None, embed_loader: Optional[Callable] = None):
+                 store=None, docstore=None, embed_loader: Optional[Callable] = None, dense: bool = True):
         self.root, self.settings, self.state, self.progress = root, settings, state, progress
         self.summary = IndexSummary(root=str(root))
         self._store = store
         self._docstore = docstore
         self._embed_loader = embed_loader
         self._owns_store = store is None
+        # dense=False is the BM25-first pass of a first build: chunks become searchable by BM25 at once,
+        # their vectors follow in a second pass.
+        self.dense = dense
         self._pipeline = None
         self._filter = None
         self._embedder = None
@@ -202,7 +205,12 @@ class Ingestion:
                 self._forget(e.rel_path)
         self._filter.skips.counts.clear()
         self._filter.skips.items.clear()
+        self._embedder.set_enabled(self.dense)
         nodes = pipeline.run(documents=docs) if docs else []
+        if not self.dense:
+            sparse = [n for n in nodes if n.metadata.get("is_leaf", True) and not n.metadata.get("duplicate_of")]
+            if sparse:
+                self._store.add(sparse)
         skips.merge(self._filter.skips)
         by_file: dict[str, list] = {}
         for n in nodes:
@@ -213,14 +221,14 @@ class Ingestion:
             file_nodes = by_file.get(path, [])
             leaves = [n for n in file_nodes if n.metadata.get("is_leaf", True)]
             doc_lang = next((d.metadata.get("language") for d in docs if d.id_ == path), None)
-            status = STATUS_INDEXED
+            status = STATUS_INDEXED if self.dense else STATUS_SPARSE
             if not file_nodes:
                 reason = next((r for p, r, _ in skips.items if p == path), None)
                 status = reason or "no-chunks"
             self.state.put_file(FileRecord(path, e.size, e.mtime_ns, next(
                 (d.metadata["content_hash"] for d in docs if d.id_ == path), None), doc_lang, status,
                 len(file_nodes), len(leaves)))
-            if status == STATUS_INDEXED:
+            if status in SEARCHABLE:
                 self.summary.indexed += 1
                 self.summary.chunks += len(leaves)
                 self.summary.nodes += len(file_nodes)
@@ -230,7 +238,7 @@ class Ingestion:
             e = next((x for x in batch if x.rel_path == path), None)
             if e is not None and path not in stats:
                 self.state.put_file(FileRecord(path, e.size, e.mtime_ns, None, None, reason, 0, 0))
-        self._new_points += sum(1 for n in nodes if n.embedding is not None)
+        self._new_points += sum(1 for n in nodes if n.embedding is not None or not self.dense)
         self.state.commit()
         for k, v in skips.counts.items():
             self.summary.skipped[k] = self.summary.skipped.get(k, 0) + v

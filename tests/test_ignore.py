@@ -1,0 +1,134 @@
+"""IgnoreMatcher: git's precedence (deepest level wins, negation re-includes), .coderagignore over .gitignore."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import write_files
+from coderag.nodes.ignore import IgnoreMatcher
+from coderag.nodes.scan import SkipLog, walk
+
+
+def _walked(root: Path) -> set[str]:
+    return {e.rel_path for e in walk(root, IgnoreMatcher(root), SkipLog())}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return write_files(tmp_path / "repo", {
+        ".gitignore": "*.log\nlogs/\nbuild_out/\ndocs/api.md\n/fixtures/\n!vendor/\n",
+        "sub/.gitignore": "!keep.log\n",
+        "sub/keep.log": "kept\n",
+        "sub/drop.log": "dropped\n",
+        "sub/deeper/keep.log": "kept too\n",
+        "top.log": "dropped\n",
+        "logs/.gitignore": "!important.log\n",
+        "logs/important.log": "inside an ignored folder: git never looks\n",
+        ".git/info/exclude": "# local excludes\nsecret.txt\n",
+        ".git/HEAD": "ref: refs/heads/main\n",
+        "secret.txt": "hunter2\n",
+        ".coderagignore": "!docs/api.md\nsnapshots/\n",
+        "docs/api.md": "# API\n",
+        "snapshots/case.py": "EXPECTED = 1\n",
+        "fixtures/a.py": "A = 1\n",
+        "lib/fixtures/b.py": "B = 1\n",
+        "build_out": "a file, not a folder\n",
+        "node_modules/left-pad/index.js": "module.exports = 1;\n",
+        "web/node_modules/x/index.js": "module.exports = 2;\n",
+        "vendor/lib.go": "package lib\n",
+        "dist/bundle.js": "var a;\n",
+        "web/app.min.js": "var a;\n",
+        "package-lock.json": "{}\n",
+        "src/main.py": "print(1)\n",
+    })
+
+
+@pytest.mark.parametrize("rel, is_dir, ignored", [
+    ("top.log", False, True),                 # root .gitignore
+    ("sub/drop.log", False, True),
+    ("sub/keep.log", False, False),           # negated one level down
+    ("sub/deeper/keep.log", False, False),    # ... and below it
+    ("logs", True, True),
+    ("secret.txt", False, True),              # .git/info/exclude
+    (".git", True, True),
+    ("docs/api.md", False, False),            # .coderagignore re-includes what .gitignore drops
+    ("snapshots", True, True),                # .coderagignore drops what git tracks
+    ("fixtures", True, True),                 # anchored to the root ...
+    ("lib/fixtures", True, False),            # ... so not matched deeper
+    ("build_out", False, False),              # a folder-only pattern leaves a file alone
+    ("node_modules", True, True),             # built-in noise
+    ("web/node_modules", True, True),
+    ("vendor", True, False),                  # a built-in re-included by the user's "!vendor/"
+    ("dist", True, True),
+    ("web/app.min.js", False, True),
+    ("package-lock.json", False, True),
+    (".coderag", True, True),                 # the index itself
+    ("src/main.py", False, False),
+])
+def test_ignore_matcher_follows_git_precedence(repo: Path, rel: str, is_dir: bool, ignored: bool) -> None:
+    assert IgnoreMatcher(repo).is_ignored(rel, is_dir=is_dir) is ignored
+
+
+def test_ignore_walk_keeps_exactly_the_unignored_files(repo: Path) -> None:
+    assert _walked(repo) == {
+        ".coderagignore", ".gitignore", "sub/.gitignore", "sub/keep.log", "sub/deeper/keep.log",
+        "docs/api.md", "lib/fixtures/b.py", "build_out", "vendor/lib.go", "src/main.py",
+    }
+
+
+def test_ignore_negation_cannot_reach_into_an_ignored_folder(repo: Path) -> None:
+    """As in git: `logs/` is pruned, so logs/.gitignore's `!important.log` is never read."""
+    m = IgnoreMatcher(repo)
+    assert m.is_ignored_anywhere("logs/important.log")
+    assert "logs/important.log" not in _walked(repo)
+
+
+def test_ignore_anywhere_checks_parent_folders(repo: Path) -> None:
+    m = IgnoreMatcher(repo)
+    assert m.is_ignored_anywhere("node_modules/left-pad/index.js")
+    assert m.is_ignored_anywhere("snapshots/case.py")
+    assert not m.is_ignored_anywhere("lib/fixtures/b.py")
+    assert not m.is_ignored_anywhere("sub/deeper/keep.log")
+
+
+def test_ignore_coderagignore_overrides_gitignore_in_both_directions(tmp_path: Path) -> None:
+    root = write_files(tmp_path, {
+        ".gitignore": "gen/\n!tracked.py\n",
+        ".coderagignore": "!gen/\ntracked.py\n",
+        "sub/.gitignore": "notes.md\n",
+        "sub/.coderagignore": "!notes.md\n",
+        "gen/out.py": "X = 1\n",
+        "tracked.py": "Y = 1\n",
+        "sub/notes.md": "# Notes\n",
+    })
+    m = IgnoreMatcher(root)
+    assert not m.is_ignored("gen", is_dir=True)
+    assert m.is_ignored("tracked.py")
+    assert not m.is_ignored("sub/notes.md")
+
+
+def test_ignore_deeper_gitignore_beats_root_coderagignore(tmp_path: Path) -> None:
+    root = write_files(tmp_path, {
+        ".coderagignore": "!*.snap\n",
+        "a/.gitignore": "*.snap\n",
+        "a/x.snap": "s\n",
+        "y.snap": "s\n",
+    })
+    m = IgnoreMatcher(root)
+    assert m.is_ignored("a/x.snap")
+    assert not m.is_ignored("y.snap")
+
+
+def test_ignore_malformed_pattern_keeps_the_others(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    root = write_files(tmp_path, {".gitignore": "*.tmp\n!\nbuild2/\n", "a.tmp": "t\n", "a.py": "A = 1\n"})
+    m = IgnoreMatcher(root)
+    assert m.is_ignored("a.tmp") and m.is_ignored("build2", is_dir=True) and not m.is_ignored("a.py")
+    assert any("'!'" in r.getMessage() for r in caplog.records)
+
+
+def test_ignore_extra_patterns_apply_at_root(tmp_path: Path) -> None:
+    root = write_files(tmp_path, {"a/b.csv": "1,2\n"})
+    assert IgnoreMatcher(root, extra_patterns=["*.csv"]).is_ignored("a/b.csv")
+    assert not IgnoreMatcher(root).is_ignored("a/b.csv")
