@@ -1,0 +1,267 @@
+"""Labelled eval datasets: loader, validator, and the shipped data against the pinned corpora."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from coderag.eval import corpora, datasets
+from coderag.eval.corpora import CORPORA, Corpus, CorpusError
+from coderag.eval.datasets import KINDS, DatasetError, Gold, Query, load_all, load_dataset, validate
+
+# ---------------------------------------------------------------- validator units
+
+SOURCE = "def f():\n    return 1\n\n\n\nclass C:\n    pass\n"  # 7 lines, 3-5 blank
+
+
+@pytest.fixture
+def demo_root(tmp_path: Path) -> Path:
+    root = tmp_path / "demo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text(SOURCE)
+    return root
+
+
+def rec(**over):
+    base = {
+        "id": "demo-1",
+        "corpus": "demo",
+        "query": "where is f",
+        "gold": [{"file_path": "pkg/mod.py", "start_line": 1, "end_line": 2}],
+        "kind": "natural",
+    }
+    base.update(over)
+    return base
+
+
+def run(records, root):
+    return validate(records, root_for_corpus=lambda name: root, corpora={"demo"})
+
+
+def test_valid_record_has_no_errors(demo_root):
+    assert run([rec(), rec(id="demo-2", gold=[{"file_path": "pkg/mod.py", "start_line": 6, "end_line": 7}])], demo_root) == []
+
+
+@pytest.mark.parametrize(
+    "record, needle",
+    [
+        ({"id": "demo-1", "corpus": "demo", "query": "q", "kind": "natural"}, "missing field(s) gold"),
+        (rec(extra=1), "unexpected field(s) extra"),
+        (rec(query=""), "query must be a non-empty string"),
+        (rec(gold=[]), "gold must be a non-empty list"),
+        (rec(gold=[{"file_path": "pkg/mod.py", "start_line": "1", "end_line": 2}]), "must be integers"),
+        (rec(gold=[{"file_path": "pkg/mod.py", "start_line": 1}]), "fields must be exactly"),
+        (rec(gold=[{"file_path": "/abs/mod.py", "start_line": 1, "end_line": 1}]), "not a normalized relative POSIX path"),
+        (rec(gold=[{"file_path": "pkg\\mod.py", "start_line": 1, "end_line": 1}]), "not a normalized relative POSIX path"),
+        ("not an object", "not a JSON object"),
+    ],
+)
+def test_schema_errors(demo_root, record, needle):
+    errors = run([record], demo_root)
+    assert any(needle in e for e in errors), errors
+
+
+def test_duplicate_id(demo_root):
+    errors = run([rec(), rec()], demo_root)
+    assert errors == ["demo-1: duplicate id"]
+
+
+def test_unknown_kind(demo_root):
+    errors = run([rec(kind="keyword")], demo_root)
+    assert len(errors) == 1 and "unknown kind 'keyword'" in errors[0]
+
+
+def test_unknown_corpus(demo_root):
+    errors = run([rec(id="nope-1", corpus="nope")], demo_root)
+    assert len(errors) == 1 and "unknown corpus 'nope'" in errors[0]
+
+
+def test_unknown_corpus_against_the_registry():
+    errors = validate([rec()], root_for_corpus=None)  # "demo" is not a registered corpus
+    assert any("unknown corpus 'demo'" in e for e in errors)
+
+
+def test_gold_file_missing(demo_root):
+    errors = run([rec(gold=[{"file_path": "pkg/gone.py", "start_line": 1, "end_line": 1}])], demo_root)
+    assert len(errors) == 1 and "gold file missing" in errors[0]
+
+
+def test_start_line_below_one(demo_root):
+    errors = run([rec(gold=[{"file_path": "pkg/mod.py", "start_line": 0, "end_line": 2}])], demo_root)
+    assert any("start_line < 1" in e for e in errors), errors
+
+
+def test_end_before_start(demo_root):
+    errors = run([rec(gold=[{"file_path": "pkg/mod.py", "start_line": 2, "end_line": 1}])], demo_root)
+    assert any("end_line < start_line" in e for e in errors), errors
+
+
+def test_end_beyond_file(demo_root):
+    errors = run([rec(gold=[{"file_path": "pkg/mod.py", "start_line": 6, "end_line": 8}])], demo_root)
+    assert len(errors) == 1 and "beyond the file's 7 lines" in errors[0]
+
+
+def test_blank_only_range(demo_root):
+    errors = run([rec(gold=[{"file_path": "pkg/mod.py", "start_line": 3, "end_line": 5}])], demo_root)
+    assert len(errors) == 1 and "blank lines only" in errors[0]
+
+
+def test_id_must_carry_corpus_prefix(demo_root):
+    errors = run([rec(id="other-1")], demo_root)
+    assert any("should start with 'demo-'" in e for e in errors), errors
+
+
+def test_unreachable_corpus_is_reported_once(tmp_path):
+    def boom(name):
+        raise CorpusError("offline")
+
+    errors = validate([rec(), rec(id="demo-2")], root_for_corpus=boom, corpora={"demo"})
+    assert errors == ["corpus 'demo': cannot get its files: offline"]
+
+
+def test_offline_validation_skips_file_checks():
+    errors = validate([rec(gold=[{"file_path": "nowhere.py", "start_line": 1, "end_line": 9}])], root_for_corpus=None, corpora={"demo"})
+    assert errors == []
+
+
+def test_load_dataset_from_path_and_errors(tmp_path):
+    good = tmp_path / "demo.jsonl"
+    good.write_text(json.dumps(rec()) + "\n\n" + json.dumps(rec(id="demo-2", kind="issue")) + "\n")
+    qs = load_dataset(good)
+    assert [q.id for q in qs] == ["demo-1", "demo-2"]
+    assert qs[0].gold == (Gold("pkg/mod.py", 1, 2),)
+    assert qs[0].gold[0].start_line == 1 and tuple(qs[0].gold[0]) == ("pkg/mod.py", 1, 2)
+    assert Query(**{**rec(), "gold": qs[0].gold}).to_json() == rec()
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(rec()) + "\n{not json\n")
+    with pytest.raises(DatasetError, match="bad.jsonl:2: invalid JSON"):
+        load_dataset(bad)
+    with pytest.raises(DatasetError, match="no dataset"):
+        load_dataset("no-such-dataset")
+
+
+def test_cli_reports_errors_and_exit_code(tmp_path, capsys):
+    bad = tmp_path / "demo.jsonl"
+    bad.write_text(json.dumps(rec(kind="keyword")) + "\n")
+    assert datasets._main(["validate", str(bad), "--offline"]) == 1
+    out = capsys.readouterr().out
+    assert "unknown kind 'keyword'" in out and "unknown corpus 'demo'" in out
+
+
+# ---------------------------------------------------------------- corpora registry (no network)
+
+
+def test_registry_shape():
+    assert len(CORPORA) >= 5
+    langs = {lang for c in CORPORA.values() for lang in c.languages}
+    assert len(langs) >= 4
+    for name, c in CORPORA.items():
+        assert c.name == name
+        assert c.registry in ("pypi", "npm")
+        assert len(c.sha256) == 64 and int(c.sha256, 16) >= 0
+        assert c.archive.endswith((".tar.gz", ".tgz"))
+
+
+def test_cache_dir_outside_repo(monkeypatch, tmp_path):
+    monkeypatch.setenv("CODERAG_CACHE_DIR", str(tmp_path / "c"))
+    assert corpora.cache_dir() == tmp_path / "c" / "corpora"
+    monkeypatch.delenv("CODERAG_CACHE_DIR")
+    assert corpora.cache_dir() == Path.home() / ".cache" / "coderag" / "corpora"
+
+
+def _fake_corpus(tmp_path: Path, monkeypatch) -> tuple[Corpus, Path]:
+    """A registered corpus whose archive is already in the cache (so fetch needs no network)."""
+    monkeypatch.setenv("CODERAG_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "src" / "fake-1.0"
+    (src / "lib").mkdir(parents=True)
+    (src / "lib" / "a.py").write_text("x = 1\n")
+    archive = corpora.cache_dir() / "archives" / "fake-1.0.tar.gz"
+    archive.parent.mkdir(parents=True)
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(src, arcname="fake-1.0")
+    corpus = Corpus("fake", "pypi", "fake", "1.0", corpora._sha256(archive), archive.name, "lib", ("python",))
+    monkeypatch.setitem(CORPORA, "fake", corpus)
+    return corpus, archive
+
+
+def test_fetch_extracts_verified_archive_idempotently(tmp_path, monkeypatch):
+    _fake_corpus(tmp_path, monkeypatch)
+    root = corpora.fetch("fake")
+    assert root == corpora.corpus_root("fake")
+    assert (root / "a.py").read_text() == "x = 1\n"
+    assert corpora.is_fetched("fake")
+    monkeypatch.setattr(corpora, "_download", lambda *a: pytest.fail("must not download again"))
+    assert corpora.fetch("fake") == root
+
+
+def test_fetch_rejects_hash_mismatch(tmp_path, monkeypatch):
+    corpus, archive = _fake_corpus(tmp_path, monkeypatch)
+    monkeypatch.setitem(CORPORA, "fake", Corpus(**{**corpus.__dict__, "sha256": "0" * 64}))
+    # the cached archive does not match, so fetch downloads again: hand it the same wrong bytes
+    monkeypatch.setattr(corpora, "_download", lambda c, dest: None)
+    with pytest.raises(CorpusError, match="sha256 mismatch"):
+        corpora.fetch("fake")
+    assert not archive.exists() and archive.with_name(archive.name + ".bad").exists()
+
+
+def test_fetch_download_failure_says_what_to_do(tmp_path, monkeypatch):
+    corpus, archive = _fake_corpus(tmp_path, monkeypatch)
+    archive.unlink()
+
+    def fail(url, accept=None):
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(corpora, "_urlopen", fail)
+    with pytest.raises(CorpusError, match="could not download corpus 'fake'.*place fake-1.0.tar.gz by hand"):
+        corpora.fetch("fake")
+
+
+def test_unknown_corpus_name():
+    with pytest.raises(CorpusError, match="unknown corpus"):
+        corpora.fetch("no-such-corpus")
+
+
+# ---------------------------------------------------------------- the shipped datasets (no network)
+
+
+def test_shipped_datasets_schema_and_balance():
+    names = datasets.list_datasets()
+    assert set(names) <= set(CORPORA), names
+    queries = load_all()
+    assert validate(queries, root_for_corpus=None) == []
+    assert len({q.id for q in queries}) == len(queries)
+
+    assert len(queries) >= 250
+    kinds = Counter(q.kind for q in queries)
+    assert set(kinds) <= set(KINDS)
+    assert kinds["natural"] * 2 >= len(queries), kinds
+
+    per_corpus = Counter(q.corpus for q in queries)
+    assert len(per_corpus) >= 5 and min(per_corpus.values()) >= 40, per_corpus
+    for name in per_corpus:
+        assert {q.kind for q in queries if q.corpus == name} == set(KINDS), name
+    languages = {lang for name in per_corpus for lang in CORPORA[name].languages}
+    assert len(languages) >= 4, languages
+
+    for q in queries:
+        assert q.id.startswith(q.corpus + "-")
+        assert q.query == q.query.strip() and len(q.query) >= 5
+
+
+# ---------------------------------------------------------------- gold ranges vs the real corpora (network)
+
+
+@pytest.mark.parametrize("name", sorted(CORPORA))
+def test_gold_ranges_exist_in_pinned_corpora(name):
+    """Downloads each pinned corpus from PyPI/npm on first use (cached outside the repo)."""
+    if name not in datasets.list_datasets():
+        pytest.skip(f"no dataset for {name}")
+    root = corpora.fetch(name)
+    assert root.is_dir()
+    errors = validate(load_dataset(name), root_for_corpus=lambda _n: root)
+    assert errors == []
