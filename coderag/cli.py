@@ -70,6 +70,9 @@ def main() -> None:
     coderag index [PATH]      build or update the index of a repository
     coderag search QUERY      find the code that answers QUERY
     coderag status [PATH]     what is indexed, and what changed since
+    coderag init-claude       set up Claude Code in this repository (MCP server, CLAUDE.md, /search)
+    coderag mcp               the MCP server (stdio) that Claude Code starts
+    coderag serve             keep an index warm in the foreground; other commands become its clients
     """
 
 
@@ -89,11 +92,22 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
     from coderag.pipelines.ingestion import index_repository
 
     settings = _run(load_settings, path, config)
-    progress = _Progress(sys.stderr.isatty())
-    try:
-        s = _run(index_repository, path, settings, rebuild=rebuild, progress=progress, wait=wait)
-    finally:
-        progress.close()
+    client = None if rebuild else _owner_client(path)
+    if client is not None:  # a running owner (coderag serve / mcp) holds the index: it does the work
+        from types import SimpleNamespace
+
+        try:
+            s = SimpleNamespace(**_run(client.call, "refresh"))
+        finally:
+            client.close()
+        s.chunks_per_s = s.chunks / s.seconds if s.seconds else 0.0
+        s.skip_items = [tuple(x) for x in s.skip_items]
+    else:
+        progress = _Progress(sys.stderr.isatty())
+        try:
+            s = _run(index_repository, path, settings, rebuild=rebuild, progress=progress, wait=wait)
+        finally:
+            progress.close()
     skipped = sum(s.skipped.values())
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(s.skipped.items()))
     click.echo(f"Indexed {s.root} in {s.seconds:.2f} s")
@@ -132,26 +146,120 @@ def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str
     if found is None:
         raise click.ClickException(f'No index at or above {root.resolve()}. Run "coderag index {root}" first.')
     fmt = fmt or ("text" if sys.stdout.isatty() else "xml")
-    settings = _run(load_settings, found, config)
-    # Deferred: LlamaIndex and the model load only when a search really runs.
-    from coderag.pipelines.code_index import CodeIndex
+    params = dict(file_pattern=file_pattern, keywords=list(keywords), requires_exact_match=exact,
+                  max_tokens=max_tokens, top_k=top_k, retriever=retriever, format=fmt)
+    client = _owner_client(found)
+    if client is not None:  # the warm owner answers: no model load in this process
+        from coderag.client import RemoteError
+        from coderag.service import results_from_dict
 
-    index = _run(CodeIndex.open, found, settings=settings, create=False)
-    try:
-        res = _run(index.search, query, file_pattern=file_pattern, keywords=keywords, requires_exact_match=exact,
-                   max_tokens=max_tokens, top_k=top_k, retriever=retriever, format=fmt)
-    except ValidationError as exc:
-        from coderag.config import render_errors
+        try:
+            res = results_from_dict(client.call("search", query=query, **params))
+        except RemoteError as exc:
+            raise (click.UsageError if exc.type == "ValidationError" else click.ClickException)(str(exc)) from exc
+        finally:
+            client.close()
+    else:
+        settings = _run(load_settings, found, config)
+        # Deferred: LlamaIndex and the model load only when a search really runs here.
+        from coderag.pipelines.code_index import CodeIndex
 
-        raise click.UsageError(render_errors(exc, "search options").replace("Invalid settings in search options", "Invalid search options")) from exc
-    finally:
-        index.close()
+        index = _run(CodeIndex.open, found, settings=settings, create=False)
+        try:
+            res = _run(index.search, query, **params)
+        except ValidationError as exc:
+            from coderag.config import render_errors
+
+            raise click.UsageError(render_errors(exc, "search options").replace(
+                "Invalid settings in search options", "Invalid search options")) from exc
+        finally:
+            index.close()
     if fmt == "json":
         click.echo(res.to_json(indent=2))
     elif fmt == "xml":
         click.echo(res.to_xml())
     else:
         _print_text(res)
+
+
+def _owner_client(path: Path):
+    """A client of the process that serves this index, or None when nobody does."""
+    from coderag.client import IndexClient, OwnerGone, owner_socket
+    from coderag.paths import find_root
+
+    root = find_root(path)
+    sock = owner_socket(root) if root else None
+    if not sock or not os.path.exists(sock):
+        return None
+    try:
+        client = IndexClient(root, sock)
+        client.call("ping")
+        return client
+    except (OwnerGone, OSError):
+        return None
+
+
+def _root_for(path: Path) -> Path:
+    from coderag.paths import find_root
+
+    return find_root(path) or path.resolve()
+
+
+@main.command()
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
+              help="Repository (default: the current folder or its nearest indexed ancestor).")
+@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="Settings file.")
+def mcp(root: Path, config: Path | None) -> None:
+    """Run the MCP server on stdio (Claude Code starts this; see `coderag init-claude`).
+
+    The first coderag process on a repository owns its index and indexes it in the background; later
+    ones (more Claude Code sessions, `coderag search`) become its clients.
+    """
+    from coderag.config import load_settings
+
+    root = _root_for(root)
+    settings = _run(load_settings, root, config)
+    from coderag.mcp_server import serve_stdio  # mcp SDK: imported only for this command
+
+    serve_stdio(root, settings)
+
+
+@main.command()
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
+              help="Repository (default: the current folder or its nearest indexed ancestor).")
+@click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="Settings file.")
+def serve(root: Path, config: Path | None) -> None:
+    """Own the index in the foreground: index what changed, watch the tree, answer other coderag processes."""
+    import signal
+
+    from coderag.config import load_settings
+    from coderag.service import IndexService
+
+    root = _root_for(root)
+    settings = _run(load_settings, root, config)
+    service = _run(lambda: IndexService(root, settings).start())
+    click.echo(f"serving {root} on {service.socket_path} (pid {os.getpid()}); Ctrl-C to stop", err=True)
+    signal.signal(signal.SIGTERM, lambda *_: service._stop.set())
+    try:
+        service.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        service.stop()
+
+
+@main.command("init-claude")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".", help="Repository.")
+@click.option("--force", is_flag=True, help="Replace an existing coderag entry or /search command.")
+def init_claude_cmd(root: Path, force: bool) -> None:
+    """Set up Claude Code here: .mcp.json server entry, a CLAUDE.md section, and a /search command."""
+    from coderag.claude_setup import init_claude
+
+    report = init_claude(root, force=force)
+    for line in report.lines():
+        click.echo(line)
+    click.echo("Next: open Claude Code in this folder, approve the project MCP server, and ask about the code. "
+               "The first start indexes in the background; `coderag status` shows progress.")
 
 
 def _print_text(res) -> None:
@@ -213,6 +321,87 @@ def status(path: Path) -> None:
                    f'(run "coderag index {root}")')
     else:
         click.echo("pending:     none, the index is up to date")
+
+
+@main.command("eval")
+@click.option("--dataset", default="all", show_default=True, metavar="NAME|PATH|all",
+              help="A dataset of eval/datasets (e.g. click), a .jsonl file, or all of them.")
+@click.option("--variants", default="bm25,dense,hybrid,full,ripgrep", show_default=True,
+              help="Comma-separated, among bm25, dense, hybrid, full, ripgrep.")
+@click.option("--max-tokens", type=click.IntRange(50, 20_000), default=4000, show_default=True,
+              help="Budget of the packed payload (full, and the payload share of every variant).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for results.json, summary.md and the chart (default: a new folder in the cache).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N queries of each dataset.")
+@click.option("--set", "overrides", multiple=True, metavar="retrieval.KEY=VALUE",
+              help="Change a retrieval setting for this run, e.g. --set retrieval.dense_weight=2 (repeatable).")
+@click.option("--corpus-root", "corpus_roots", multiple=True, metavar="NAME=PATH",
+              help="Index PATH for corpus NAME instead of fetching the pinned corpus (repeatable).")
+def eval_command(dataset: str, variants: str, max_tokens: int, out: Path | None, limit: int | None,
+                 overrides: tuple[str, ...], corpus_roots: tuple[str, ...]) -> None:
+    """Score retrieval on labelled queries: recall@k, MRR, nDCG, tokens and latency per variant.
+
+    Indexes each corpus once (in <corpus>/.coderag, reused when up to date), runs every query through
+    every variant, prints Markdown tables and writes per-query results to --out.
+    """
+    import datetime
+
+    # Deferred: the eval pulls the datasets, the runner and (through it) LlamaIndex only when it runs.
+    from coderag.eval.corpora import CorpusError, cache_dir, fetch
+    from coderag.eval.datasets import DatasetError, list_datasets, load_dataset
+    from coderag.eval.report import markdown_report, write_run
+    from coderag.eval.runner import VARIANTS, StatusLine, parse_overrides, run_eval
+
+    chosen = [v.strip() for v in variants.split(",") if v.strip()]
+    bad = [v for v in chosen if v not in VARIANTS]
+    if bad or not chosen:
+        raise click.BadParameter(f"expected some of {', '.join(VARIANTS)} (not {', '.join(bad) or 'nothing'!r})",
+                                 param_hint="--variants")
+    try:
+        over = parse_overrides(overrides)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--set") from exc
+    roots: dict[str, Path] = {}
+    for item in corpus_roots:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not Path(path).is_dir():
+            raise click.BadParameter(f"expected NAME=PATH with an existing folder (not {item!r})",
+                                     param_hint="--corpus-root")
+        roots[name] = Path(path)
+    names = list_datasets() if dataset == "all" else [dataset]
+    if not names:
+        raise click.ClickException("No datasets in eval/datasets/. Pass --dataset PATH.jsonl.")
+    queries = []
+    try:
+        for name in names:
+            queries.extend(load_dataset(name)[:limit])
+    except DatasetError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not queries:
+        raise click.ClickException(f"Dataset {dataset!r} has no queries.")
+    out = out or cache_dir().parent / "eval" / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+    def root_for(corpus: str) -> Path:
+        return roots[corpus] if corpus in roots else fetch(corpus)
+
+    try:
+        from pydantic import ValidationError
+
+        run = run_eval(queries, chosen, max_tokens, root_for_corpus=root_for, overrides=over,
+                       status=StatusLine())
+    except ValidationError as exc:
+        from coderag.config import render_errors
+
+        raise click.BadParameter(render_errors(exc, "--set"), param_hint="--set") from exc
+    except (CodeRagError, CorpusError, FileNotFoundError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    files = write_run(run, out)
+    click.echo(markdown_report(run.summary))
+    click.echo(f"per-query results: {files['results']}", err=True)
+    if files["chart"]:
+        click.echo(f"chart: {files['chart']}", err=True)
+    else:
+        click.echo('chart skipped: matplotlib is not installed (pip install matplotlib)', err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

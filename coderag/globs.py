@@ -27,7 +27,7 @@ def _check(pattern: str, original: str) -> None:
         problem = "unclosed '['"
     elif "\x00" in pattern:
         problem = "NUL character"
-    elif any(part == ".." for part in pattern.strip("/").split("/")):
+    elif any(part == ".." for part in pattern.lstrip("!").strip("/").split("/")):
         problem = "'..' cannot leave the indexed root"
     elif not pattern.strip("!/"):
         problem = "empty pattern"

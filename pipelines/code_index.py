@@ -39,7 +39,8 @@ class CodeIndex:
         self._embed_model = None
         self._tokenizer = None
         self._paths: Optional[list[str]] = None
-        self._mutex = threading.RLock()
+        # One ingestion at a time; searches never wait for it (the stores are safe to read meanwhile).
+        self.ingest_lock = threading.RLock()
 
     # -- lifecycle ------------------------------------------------------------------------------
     @classmethod
@@ -69,7 +70,7 @@ class CodeIndex:
         return index
 
     def close(self) -> None:
-        with self._mutex:
+        with self.ingest_lock:
             if self._store is not None and hasattr(self._store, "close"):
                 self._store.close()
             self._store = None
@@ -157,7 +158,7 @@ class CodeIndex:
         """Index what changed: the whole tree, or only `paths` (relative POSIX paths). Returns an IndexSummary."""
         from coderag.pipelines.ingestion import changes_for_paths, detect_changes, fingerprint, sync
 
-        with self._mutex:
+        with self.ingest_lock:
             run = self._ingestion(progress)
             changes = (changes_for_paths(self.root, self.state, list(paths)) if paths is not None
                        else detect_changes(self.root, self.state, self.settings))
@@ -170,7 +171,7 @@ class CodeIndex:
     def search(self, query: str, *, file_pattern: Optional[str] = None, keywords: Iterable[str] = (),
                requires_exact_match: bool = False, max_tokens: int = 4000, top_k: Optional[int] = None,
                retriever: str = "hybrid", auto_merge: bool = True, merge_adjacent: bool = True,
-               format: str = "xml", refresh: bool = True) -> SearchResults:
+               format: str = "xml", refresh: bool = True, freshness: Optional[str] = None) -> SearchResults:
         """Search the index. Returns SearchResults (a list of SearchResult plus `.to_xml()`, `.to_json()`).
 
         Examples:
@@ -181,10 +182,9 @@ class CodeIndex:
         opts = SearchOptions(query=query, file_pattern=file_pattern, keywords=list(keywords),
                              requires_exact_match=requires_exact_match, max_tokens=max_tokens, top_k=top_k,
                              retriever=retriever, auto_merge=auto_merge, merge_adjacent=merge_adjacent, format=format)
-        with self._mutex:
-            if self.state.get_meta("fingerprint") is None:
-                raise IndexMissingError(f'Index at {index_dir(self.root)} is empty. Run "coderag index {self.root}" first.')
-            return run_search(self, opts, refresh=refresh)
+        if self.state.get_meta("fingerprint") is None:
+            raise IndexMissingError(f'Index at {index_dir(self.root)} is empty. Run "coderag index {self.root}" first.')
+        return run_search(self, opts, refresh=refresh, freshness=freshness)
 
     # -- helpers used by the query pipeline -------------------------------------------------------
     can_refresh = True

@@ -270,8 +270,11 @@ def _batches(entries: list[FileEntry]):
         yield batch
 
 
-def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progress] = None) -> None:
-    """Apply a ChangeSet: forget removed files, index new and modified ones batch by batch."""
+def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progress] = None,
+         force: bool = False) -> None:
+    """Apply a ChangeSet: forget removed files, index new and modified ones batch by batch.
+
+    With `force`, candidates are re-indexed even when their content hash is unchanged."""
     if not (changes.candidates or changes.removed):
         return
     state = run.state
@@ -286,7 +289,7 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
     by_path = {e.rel_path: e for e in changes.entries}
     while queue:
         for batch in _batches(queue):
-            extra |= run.process(batch, force=bool(forced & {e.rel_path for e in batch}))
+            extra |= run.process(batch, force=force or bool(forced & {e.rel_path for e in batch}))
             done += len(batch)
             if progress:
                 progress("files", done, total)

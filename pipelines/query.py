@@ -166,8 +166,9 @@ def strategy_name(opts: SearchOptions) -> str:
     return " + ".join([legs, *extra, "token-packing"])
 
 
-def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True) -> SearchResults:
-    """Answer one request from an open CodeIndex."""
+def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
+               freshness: Optional[str] = None) -> SearchResults:
+    """Answer one request from an open CodeIndex. `freshness` overrides the index-freshness note."""
     from coderag.postprocessors.lines import LineSource
     from coderag.postprocessors.merge_adjacent import MergeAdjacentPostprocessor
     from coderag.postprocessors.token_budget import TokenBudgetPostprocessor
@@ -177,7 +178,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True) ->
     meta = dict(query=opts.query, root=str(index.root), strategy=strategy_name(opts), max_tokens=opts.max_tokens)
     filters, any_file = _filters(index, opts)
     nodes = []
-    freshness = "fresh"
+    freshness = freshness or "fresh"
     stale: set[str] = set()
     if any_file:
         nodes = build_retriever(index, opts, timings, filters).retrieve(opts.query)

@@ -148,14 +148,14 @@ class EdgeVectorStore(BasePydanticVectorStore):
         ids: list[str] = []
         points = []
         for node in nodes:
-            if node.embedding is None:
-                raise ValueError(f"node {node.node_id} has no embedding; embed leaves before adding them")
             s_ids, s_vals = sparse_fn(node.get_content(metadata_mode=MetadataMode.EMBED))
             payload = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
             payload[DIRS_KEY] = ancestor_dirs(node.metadata.get(FILE_PATH_KEY, ""))
             payload[TEXT_KEY] = node.get_content()
-            points.append(Point(node.node_id, {DENSE_VECTOR_NAME: list(node.embedding),
-                                               SPARSE_VECTOR_NAME: SparseVector(indices=s_ids, values=s_vals)}, payload))
+            vectors = {SPARSE_VECTOR_NAME: SparseVector(indices=s_ids, values=s_vals)}
+            if node.embedding is not None:  # a sparse-only point serves BM25 until its dense vector arrives
+                vectors[DENSE_VECTOR_NAME] = list(node.embedding)
+            points.append(Point(node.node_id, vectors, payload))
             ids.append(node.node_id)
             if len(points) >= UPSERT_BATCH:
                 self._shard.update(UpdateOperation.upsert_points(points))

@@ -16,6 +16,8 @@ from typing import Iterable, Optional
 
 SCHEMA_VERSION = "1"
 STATUS_INDEXED = "indexed"
+STATUS_SPARSE = "sparse"  # chunks searchable by BM25; dense vectors still to come
+SEARCHABLE = (STATUS_INDEXED, STATUS_SPARSE)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -48,10 +50,22 @@ class FileRecord:
     n_leaves: int
 
 
+def _locked(fn):
+    def wrapper(self, *args, **kwargs):
+        with self.lock:
+            return fn(self, *args, **kwargs)
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper
+
+
 class IndexState:
-    """The SQLite side of an index. Writes are buffered in a transaction until `commit()`."""
+    """The SQLite side of an index. Writes are buffered in a transaction until `commit()`.
+
+    One connection serves every thread of a resident process; each method holds the instance lock.
+    """
 
     def __init__(self, db_path: str | Path, readonly: bool = False) -> None:
+        self.lock = threading.RLock()
         self.path = Path(db_path)
         if readonly:
             self.conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
@@ -62,55 +76,65 @@ class IndexState:
             self.conn.executescript(_SCHEMA)
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
             self.conn.commit()
-        self.lock = threading.RLock()
 
+    @_locked
     def commit(self) -> None:
         with self.lock:
             self.conn.commit()
 
+    @_locked
     def close(self) -> None:
         """Close; anything not committed is rolled back (a failed batch leaves no half-written file)."""
         self.conn.rollback()
         self.conn.close()
 
     # -- meta --
+    @_locked
     def get_meta(self, key: str) -> Optional[str]:
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return row[0] if row else None
 
+    @_locked
     def set_meta(self, key: str, value: str) -> None:
         self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     # -- manifest --
+    @_locked
     def files(self) -> dict[str, FileRecord]:
         rows = self.conn.execute("SELECT path, size, mtime_ns, sha256, language, status, n_nodes, n_leaves FROM files")
         return {r[0]: FileRecord(*r) for r in rows}
 
+    @_locked
     def file(self, path: str) -> Optional[FileRecord]:
         r = self.conn.execute("SELECT path, size, mtime_ns, sha256, language, status, n_nodes, n_leaves FROM files "
                               "WHERE path=?", (path,)).fetchone()
         return FileRecord(*r) if r else None
 
+    @_locked
     def put_file(self, rec: FileRecord) -> None:
         self.conn.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)",
                           (rec.path, rec.size, rec.mtime_ns, rec.sha256, rec.language, rec.status, rec.n_nodes,
                            rec.n_leaves))
 
+    @_locked
     def delete_file(self, path: str) -> None:
         self.conn.execute("DELETE FROM files WHERE path=?", (path,))
         self.conn.execute("DELETE FROM chunks WHERE file_path=?", (path,))
 
+    @_locked
     def counts(self) -> dict[str, int]:
         q = self.conn.execute
         return {
-            "files": q("SELECT COUNT(*) FROM files WHERE status=?", (STATUS_INDEXED,)).fetchone()[0],
-            "skipped": q("SELECT COUNT(*) FROM files WHERE status!=?", (STATUS_INDEXED,)).fetchone()[0],
+            "files": q("SELECT COUNT(*) FROM files WHERE status IN (?, ?)", SEARCHABLE).fetchone()[0],
+            "pending_dense": q("SELECT COUNT(*) FROM files WHERE status=?", (STATUS_SPARSE,)).fetchone()[0],
+            "skipped": q("SELECT COUNT(*) FROM files WHERE status NOT IN (?, ?)", SEARCHABLE).fetchone()[0],
             "nodes": q("SELECT COALESCE(SUM(n_nodes),0) FROM files").fetchone()[0],
             "leaves": q("SELECT COALESCE(SUM(n_leaves),0) FROM files").fetchone()[0],
             "duplicates": q("SELECT COUNT(*) FROM chunks WHERE duplicate_of IS NOT NULL").fetchone()[0],
         }
 
     # -- embedding cache: sha256(model + embedded text) -> float32 vector --
+    @_locked
     def cached_vectors(self, keys: list[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         for i in range(0, len(keys), 500):
@@ -120,21 +144,25 @@ class IndexState:
             out.update(rows)
         return out
 
+    @_locked
     def cache_vectors(self, items: Iterable[tuple[str, bytes]]) -> None:
         self.conn.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?, ?)", items)
 
     # -- dedup table --
+    @_locked
     def copies(self, chunk_hash: str) -> tuple[int, Optional[str]]:
         """(how many indexed copies of this content exist, the canonical node id)."""
         row = self.conn.execute("SELECT COUNT(*), MIN(CASE WHEN duplicate_of IS NULL THEN node_id END) FROM chunks "
                                 "WHERE hash=? AND duplicate_of IS NULL", (chunk_hash,)).fetchone()
         return row[0], row[1]
 
+    @_locked
     def add_chunk(self, node_id: str, chunk_hash: str, file_path: str, start: int, end: int,
                   duplicate_of: Optional[str]) -> None:
         self.conn.execute("INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?)",
                           (node_id, chunk_hash, file_path, start, end, duplicate_of))
 
+    @_locked
     def dependents(self, file_path: str) -> set[str]:
         """Files whose chunks are recorded as duplicates of a chunk in `file_path`."""
         rows = self.conn.execute(
@@ -142,24 +170,29 @@ class IndexState:
             "WHERE c.file_path=? AND d.file_path!=?", (file_path, file_path))
         return {r[0] for r in rows}
 
+    @_locked
     def other_locations(self, node_id: str) -> list[tuple[str, int, int]]:
         rows = self.conn.execute("SELECT file_path, start_line, end_line FROM chunks WHERE duplicate_of=? "
                                  "ORDER BY file_path, start_line", (node_id,))
         return [tuple(r) for r in rows]
 
     # -- raw KV for the docstore --
+    @_locked
     def kv_put_many(self, collection: str, items: list[tuple[str, dict]]) -> None:
         self.conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)",
                               [(collection, k, json.dumps(v, ensure_ascii=False)) for k, v in items])
 
+    @_locked
     def kv_get(self, collection: str, key: str) -> Optional[dict]:
         row = self.conn.execute("SELECT value FROM kv WHERE collection=? AND key=?", (collection, key)).fetchone()
         return json.loads(row[0]) if row else None
 
+    @_locked
     def kv_get_all(self, collection: str) -> dict[str, dict]:
         rows = self.conn.execute("SELECT key, value FROM kv WHERE collection=?", (collection,))
         return {k: json.loads(v) for k, v in rows}
 
+    @_locked
     def kv_delete(self, collection: str, key: str) -> bool:
         cur = self.conn.execute("DELETE FROM kv WHERE collection=? AND key=?", (collection, key))
         return cur.rowcount > 0

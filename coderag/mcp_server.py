@@ -1,0 +1,121 @@
+"""`coderag mcp`: the stdio MCP server that gives a coding agent the `search_code` tool."""
+
+import json
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, AsyncIterator, Optional
+
+from mcp.server.mcpserver import Context, MCPServer  # this module is only imported by `coderag mcp`
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field, ValidationError
+
+from coderag.errors import CodeRagError
+
+from coderag.pipelines.query import MAX_TOKENS_LIMIT, MIN_TOKENS
+
+SERVER_NAME = "coderag"
+INSTRUCTIONS = """\
+coderag searches this repository's code index (AST chunks, hybrid semantic + keyword search) and
+returns the few code blocks that answer a question, each with its file path and exact line range.
+Use search_code before reading files when you need to find where something is implemented, defined,
+configured or documented. Cite results as [[path:start-end]]. The index follows saved files.
+"""
+
+SEARCH_DESCRIPTION = """\
+Search the repository's code and docs by meaning and by identifiers; returns the best matching code blocks.
+
+When to use: to find where behaviour is implemented ("where are failed logins retried?"), where a
+symbol is defined or used (put the symbol in `keywords`), or which file configures something -- before
+opening files, and instead of guessing paths. Phrase `query` as what the code does; add exact
+identifiers, error codes or config keys to `keywords`.
+
+Returns XML: <search_results> with <meta> (total_hits, returned_hits, tokens, latency_ms,
+search_strategy, index_freshness) and one <result id score> per block with <source_file> (relative
+path), <lines> start-end (1-based, inclusive, exact), <language>, <symbol>, <last_modified> and the
+code in <snippet> (XML-escaped: &lt; is <). A <truncated> element means the block was cut to fit
+max_tokens: call expand_result(id) for the rest. <stale> means the file changed since indexing.
+
+Filtering: `file_pattern` takes globs relative to the repo root, comma-separated, `!` to exclude
+(e.g. "src/**/*.py", "*.md", "!tests/**"). `requires_exact_match=true` keeps only blocks containing
+every keyword (use it to find all places mentioning one identifier). If nothing is found, broaden the
+query or drop the filters.
+"""
+
+
+@asynccontextmanager
+async def _lifespan(server, root: Path, settings) -> AsyncIterator[dict]:
+    from coderag.client import IndexHandle
+
+    handle = IndexHandle(root, settings)
+    handle.target()  # become the owner (index in the background) or connect to the one there is
+    try:
+        yield {"handle": handle}
+    finally:
+        handle.close()
+
+
+def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
+    """The MCPServer with its three tools, bound to the index of `root`.
+
+    Examples:
+        >>> server = build_server("path/to/repo")      # doctest: +SKIP
+        >>> server.run()                                # stdio                        # doctest: +SKIP
+    """
+    from coderag.service import results_from_dict
+
+    root = Path(root).resolve()
+
+    @asynccontextmanager
+    async def lifespan(server):
+        async with _lifespan(server, root, settings) as ctx:
+            yield ctx
+
+    mcp = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan)
+
+    def call(ctx: Context, method: str, **params):
+        """Run a request on the index; errors the agent can fix come back as readable tool errors."""
+        handle = ctx.request_context.lifespan_context["handle"]
+        try:
+            return handle.call(method, **params)
+        except ValidationError as exc:
+            raise ToolError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from exc
+        except (ValueError, CodeRagError) as exc:
+            raise ToolError(str(exc)) from exc
+
+    @mcp.tool(description=SEARCH_DESCRIPTION, structured_output=False)
+    def search_code(
+        query: Annotated[str, Field(min_length=1, description="What the code does, in words and/or identifiers.")],
+        ctx: Context,
+        keywords: Annotated[list[str], Field(description="Exact identifiers, error codes or config keys to boost.")] = [],  # noqa: B006
+        file_pattern: Annotated[Optional[str], Field(description="Globs on repo-relative paths, e.g. 'src/**/*.py,!tests/**'.")] = None,
+        requires_exact_match: Annotated[bool, Field(description="Only blocks containing every keyword.")] = False,
+        max_tokens: Annotated[int, Field(ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT, description="Budget for the whole answer.")] = 4000,
+    ) -> str:
+        res = call(ctx, "search", query=query, keywords=list(keywords), file_pattern=file_pattern,
+                               requires_exact_match=requires_exact_match, max_tokens=max_tokens, format="xml")
+        return results_from_dict(res).to_xml()
+
+    @mcp.tool(description="State of the code index: root, file and chunk counts, model, last update, "
+                          "changed files not yet indexed, and background indexing progress.",
+              structured_output=False)
+    def index_status(ctx: Context) -> str:
+        return json.dumps(call(ctx, "status"), indent=1)
+
+    @mcp.tool(description="Show more around a search result without reading the file: the enclosing "
+                          "definition (class or function) of result `id`, or `context_lines` lines around it. "
+                          "`id` is a result id from search_code, or a location 'path:START-END'.",
+              structured_output=False)
+    def expand_result(
+        id: Annotated[str, Field(min_length=1, description="Result id from search_code, or 'path:START-END'.")],
+        ctx: Context,
+        context_lines: Annotated[int, Field(ge=0, le=500, description="Lines before and after when there is no enclosing definition.")] = 20,
+        max_tokens: Annotated[int, Field(ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT)] = 4000,
+    ) -> str:
+        res = call(ctx, "expand", id=id, context_lines=context_lines, max_tokens=max_tokens)
+        return results_from_dict(res).to_xml()
+
+    return mcp
+
+
+def serve_stdio(root: str | Path = ".", settings=None) -> None:
+    build_server(root, settings).run()

@@ -1,0 +1,334 @@
+"""IndexService: the one owner of an index. It holds the open CodeIndex, indexes in the background,
+watches the tree, and answers thin clients on a Unix socket in the index folder."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import socketserver
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Optional
+
+from coderag.config import Settings, StoreMode, load_settings
+from coderag.paths import LOG_NAME, ensure_index_dir
+
+log = logging.getLogger("coderag.service")
+
+OWNER_FILE = "owner.json"
+SOCKET_NAME = "owner.sock"
+MAX_SOCKET_PATH = 100
+WATCH_DEBOUNCE_MS = 80
+WATCH_FULL_SCAN_THRESHOLD = 300
+RESULT_MEMORY = 2048
+
+
+def socket_path_for(index_dir: Path) -> Path:
+    """<index>/owner.sock, or a private runtime folder when that path is too long for AF_UNIX."""
+    p = index_dir / SOCKET_NAME
+    if len(str(p)) <= MAX_SOCKET_PATH:
+        return p
+    import hashlib
+
+    base = Path(os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/coderag-{os.getuid()}")
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return base / (hashlib.sha1(str(index_dir).encode()).hexdigest()[:16] + ".sock")
+
+
+def setup_logging(index_dir: Path, level: int = logging.INFO) -> None:
+    """Log to stderr and <index>/coderag.log; never to stdout (stdout may be an MCP channel)."""
+    root = logging.getLogger("coderag")
+    if getattr(root, "_coderag_configured", False):
+        return
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in (logging.StreamHandler(), logging.FileHandler(index_dir / LOG_NAME, encoding="utf-8")):
+        handler.setFormatter(fmt)
+        root.addHandler(handler)
+    root.setLevel(level)
+    root.propagate = False  # the MCP SDK configures the root logger too: log each line once
+    root._coderag_configured = True  # type: ignore[attr-defined]
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        service: IndexService = self.server.service  # type: ignore[attr-defined]
+        for line in self.rfile:
+            if not line.strip():
+                continue
+            try:
+                req = json.loads(line)
+                result = service.dispatch(req.get("method", ""), req.get("params") or {})
+                resp = {"id": req.get("id"), "result": result}
+            except Exception as exc:  # every failure goes back to the client as an error it can show
+                resp = {"id": None, "error": {"type": type(exc).__name__, "message": str(exc)}}
+            self.wfile.write((json.dumps(resp, ensure_ascii=False) + "\n").encode("utf-8"))
+            self.wfile.flush()
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class IndexService:
+    """Owner of one index: search, status, expand and refresh, for this process and for thin clients.
+
+    `start()` raises IndexLockedError when another process owns the index.
+    """
+
+    def __init__(self, root: str | Path, settings: Optional[Settings] = None, watch: bool = True,
+                 background: bool = True, serve: bool = True) -> None:
+        self.root = Path(root).resolve()
+        self.settings = settings or load_settings(self.root)
+        self.index_dir = ensure_index_dir(self.root)
+        self.watch, self.background, self.serve = watch, background, serve
+        self.index = None
+        self._server: Optional[_Server] = None
+        self._stop = threading.Event()
+        self._ingest = threading.RLock()  # replaced by the index's own ingest lock in start()
+        self._threads: list[threading.Thread] = []
+        self._results: OrderedDict[str, dict] = OrderedDict()
+        self.progress = {"phase": "idle", "done": 0, "total": 0, "embedded": 0}
+        self.dense_ready = False
+        self.started = time.time()
+        self.socket_path = socket_path_for(self.index_dir)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> "IndexService":
+        from coderag.pipelines.code_index import CodeIndex
+
+        setup_logging(self.index_dir)
+        self.index = CodeIndex.open(self.root, settings=self.settings, create=True)
+        self.index.can_refresh = False  # search-time refreshes happen in search() below, never waiting
+        self._ingest = self.index.ingest_lock
+        counts = self.index.state.counts()
+        self.dense_ready = self.index.state.get_meta("fingerprint") is not None and counts["pending_dense"] == 0
+        if self.serve:
+            self._bind()
+        if self.background:
+            self._spawn(self._initial_index, "coderag-indexer")
+        if self.watch:
+            self._spawn(self._watch_loop, "coderag-watcher")
+        log.info("owner of %s (pid %d), socket %s", self.root, os.getpid(), self.socket_path)
+        return self
+
+    def _spawn(self, target, name: str) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _bind(self) -> None:
+        path = self.socket_path
+        if path.exists() or path.is_symlink():
+            path.unlink()  # left by a dead owner: we hold the lock, so nobody serves it
+        old_umask = os.umask(0o177)  # the socket is created 0600: other users cannot connect
+        try:
+            self._server = _Server(str(path), _Handler)
+        finally:
+            os.umask(old_umask)
+        self._server.service = self  # type: ignore[attr-defined]
+        (self.index_dir / OWNER_FILE).write_text(json.dumps(
+            {"pid": os.getpid(), "socket": str(path), "root": str(self.root), "started": self.started}), "utf-8")
+        self._spawn(self._server.serve_forever, "coderag-server")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            for p in (self.socket_path, self.index_dir / OWNER_FILE):
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
+        with self._ingest:
+            if self.index is not None:
+                self.index.close()
+                self.index = None
+
+    def wait(self) -> None:
+        """Block until stopped (foreground `coderag serve`)."""
+        while not self._stop.wait(0.5):
+            pass
+
+    # -- background work --------------------------------------------------------------------------
+    def _progress(self, phase: str, done: int, total: int) -> None:
+        if phase == "embed":
+            self.progress["embedded"] += done
+        elif phase == "files":
+            self.progress.update(done=done, total=total)
+
+    def _initial_index(self) -> None:
+        """Bring the index up to date; on a first build, BM25 first so search works within seconds."""
+        from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, sync
+        from coderag.store.state import STATUS_SPARSE
+
+        idx = self.index
+        try:
+            with self._ingest:
+                changes = detect_changes(self.root, idx.state, self.settings)
+                two_pass = (self.settings.store.mode == StoreMode.Embedded and len(changes.candidates) > 20)
+                if two_pass:
+                    self.progress.update(phase="bm25", done=0, total=len(changes.candidates))
+                    run = Ingestion(self.root, self.settings, idx.state, self._progress, store=idx.vector_store,
+                                    docstore=idx.docstore, embed_loader=lambda: idx.embed_model, dense=False)
+                    sync(run, changes, fingerprint(self.settings), self._progress)
+                    idx._paths = None
+                else:
+                    self.progress.update(phase="indexing", done=0, total=len(changes.candidates))
+                    idx.refresh(progress=self._progress)
+            # Dense pass over whatever is still BM25-only, in small steps so searches interleave.
+            pending = [p for p, r in idx.state.files().items() if r.status == STATUS_SPARSE]
+            if pending:
+                self.progress.update(phase="dense", done=0, total=len(pending))
+                self._densify(pending)
+            self.dense_ready = True
+            self.progress.update(phase="idle")
+            log.info("index of %s is up to date", self.root)
+            self._warm_up()
+        except Exception:
+            log.exception("background indexing failed")
+            self.progress.update(phase="failed")
+
+    def _warm_up(self) -> None:
+        """Load the query model and tokenizer now, so the first search does not pay for them."""
+        try:
+            self.index.embed_model.get_query_embedding("warm up")
+            self.index.count_tokens("warm up")
+        except Exception:
+            log.exception("warm-up failed")
+
+    def _densify(self, paths: list[str]) -> None:
+        from coderag.pipelines.ingestion import BATCH_FILES, Ingestion, changes_for_paths, fingerprint, sync
+
+        idx = self.index
+        done = 0
+        for i in range(0, len(paths), BATCH_FILES):
+            if self._stop.is_set():
+                return
+            part = paths[i:i + BATCH_FILES]
+            with self._ingest:
+                run = Ingestion(self.root, self.settings, idx.state, self._progress, store=idx.vector_store,
+                                docstore=idx.docstore, embed_loader=lambda: idx.embed_model, dense=True)
+                changes = changes_for_paths(self.root, idx.state, part)
+                changes.candidates = changes.entries  # same content, now with vectors
+                sync(run, changes, fingerprint(self.settings), None, force=True)
+            done += len(part)
+            self.progress.update(done=done)
+
+    def _watch_loop(self) -> None:
+        import watchfiles
+
+        from coderag.nodes.ignore import INDEX_DIR_NAME
+
+        def keep(change, path: str) -> bool:
+            rel = os.path.relpath(path, self.root)
+            return not (rel == INDEX_DIR_NAME or rel.startswith(INDEX_DIR_NAME + os.sep) or "/.git/" in path
+                        or rel.startswith(".git" + os.sep))
+
+        try:
+            for changes in watchfiles.watch(self.root, watch_filter=keep, debounce=WATCH_DEBOUNCE_MS, step=20,
+                                            stop_event=self._stop, yield_on_timeout=False, raise_interrupt=False):
+                rels = sorted({Path(os.path.relpath(p, self.root)).as_posix() for _, p in changes})
+                self._apply_changes(rels)
+        except Exception:
+            if not self._stop.is_set():
+                log.exception("file watcher stopped")
+
+    def _apply_changes(self, rels: list[str]) -> None:
+        from coderag.nodes.ignore import IGNORE_FILE_NAMES
+
+        idx = self.index
+        if idx is None:
+            return
+        rules_changed = any(Path(r).name in IGNORE_FILE_NAMES for r in rels)
+        with self._ingest:
+            if idx is not self.index:
+                return
+            t0 = time.perf_counter()
+            if rules_changed or len(rels) > WATCH_FULL_SCAN_THRESHOLD:
+                summary = idx.refresh()
+            else:
+                summary = idx.refresh(paths=[r for r in rels if not (self.root / r).is_dir()])
+            if summary.indexed or summary.removed:
+                log.info("watcher: %d indexed, %d removed in %.0f ms", summary.indexed, summary.removed,
+                         (time.perf_counter() - t0) * 1000)
+
+    # -- requests -------------------------------------------------------------------------------
+    def dispatch(self, method: str, params: dict) -> Any:
+        handler = {"search": self.search, "status": self.status, "expand": self.expand, "refresh": self.refresh,
+                   "ping": lambda: {"pid": os.getpid(), "root": str(self.root)}}.get(method)
+        if handler is None:
+            raise ValueError(f"unknown method {method!r}")
+        return handler(**params)
+
+    def search(self, **params: Any) -> dict:
+        from coderag.pipelines.query import RetrieverMode
+
+        idx = self.index
+        if not self.dense_ready and params.get("retriever", "hybrid") != RetrieverMode.BM25.value:
+            p = self.progress
+            note = (f"building: answering from BM25 while dense vectors are computed "
+                    f"({p['phase']} {p['done']}/{p['total']} files)")
+            res = idx.search(**{**params, "retriever": "bm25"}, refresh=False, freshness=note)
+        else:
+            res = idx.search(**params, refresh=False)
+            stale = {r.file_path for r in res if r.stale}
+            if stale and self._ingest.acquire(blocking=False):
+                try:  # re-index the changed files before answering, when no other ingestion runs
+                    idx.refresh(paths=sorted(stale))
+                finally:
+                    self._ingest.release()
+                res = idx.search(**params, refresh=False,
+                                 freshness=f"refreshed {len(stale)} changed file(s) before answering")
+        for r in res:
+            self._remember(r)
+        return _results_to_dict(res)
+
+    def _remember(self, r) -> None:
+        self._results[r.id] = {"file_path": r.file_path, "start_line": r.start_line,
+                               "end_line": r.full_end_line or r.end_line}
+        self._results.move_to_end(r.id)
+        while len(self._results) > RESULT_MEMORY:
+            self._results.popitem(last=False)
+
+    def expand(self, id: str, context_lines: int = 20, max_tokens: int = 4000) -> dict:
+        """The enclosing parent of a result, or its surrounding lines, read from the file now."""
+        from coderag.pipelines.expand import expand_result
+
+        ref = self._results.get(id)
+        return expand_result(self.index, id, ref, context_lines, max_tokens)
+
+    def status(self) -> dict:
+        idx = self.index
+        counts = idx.state.counts()
+        return {"root": str(self.root), "index_dir": str(self.index_dir), "pid": os.getpid(),
+                "model": str(self.settings.model_dir()), "last_update": idx.state.get_meta("last_update"),
+                "counts": counts, "dense_ready": self.dense_ready, "indexing": dict(self.progress),
+                "uptime_s": round(time.time() - self.started, 1)}
+
+    def refresh(self, paths: Optional[list[str]] = None) -> dict:
+        with self._ingest:
+            s = self.index.refresh(paths=paths)
+        return {k: v for k, v in s.__dict__.items() if k != "skip_items"} | {"skip_items": s.skip_items[:200]}
+
+
+def _results_to_dict(res) -> dict:
+    from dataclasses import asdict
+
+    return {"results": [asdict(r) for r in res], "query": res.query, "root": res.root, "strategy": res.strategy,
+            "total_hits": res.total_hits, "tokens": res.tokens, "latency_ms": res.latency_ms,
+            "freshness": res.freshness, "timings": res.timings, "message": res.message, "max_tokens": res.max_tokens}
+
+
+def results_from_dict(d: dict):
+    from coderag.postprocessors.payload import SearchResult, SearchResults
+
+    return SearchResults([SearchResult(**r) for r in d["results"]], query=d["query"], root=d["root"],
+                         strategy=d["strategy"], total_hits=d["total_hits"], tokens=d["tokens"],
+                         latency_ms=d["latency_ms"], freshness=d["freshness"], timings=d.get("timings"),
+                         message=d.get("message", ""), max_tokens=d.get("max_tokens", 0))

@@ -1,0 +1,79 @@
+"""expand_result: the enclosing parent of a result, or the lines around it, so an agent need not read the file."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from coderag.nodes.keys import END_LINE_KEY, START_LINE_KEY, SYMBOL_KEY
+from coderag.postprocessors.lines import LineSource
+from coderag.postprocessors.payload import SearchResult, SearchResults
+
+_REF = re.compile(r"^(?P<path>.+):(?P<start>\d+)-(?P<end>\d+)$")
+MAX_PARENT_LINES = 400
+
+
+def parse_ref(result_id: str, ref: Optional[dict]) -> dict:
+    if ref is not None:
+        return ref
+    m = _REF.match(result_id.strip())
+    if not m:
+        raise ValueError(f"Unknown result id {result_id!r}. Pass an id from a search_code result of this "
+                         "session, or a location as 'path/to/file.py:START-END'.")
+    return {"file_path": m["path"], "start_line": int(m["start"]), "end_line": int(m["end"])}
+
+
+def _enclosing(index, path: str, start: int, end: int):
+    """The smallest indexed node of `path` that strictly contains start..end."""
+    info = index.docstore.get_ref_doc_info(path)
+    best = None
+    for node_id in (info.node_ids if info else []):
+        node = index.docstore.get_document(node_id, raise_error=False)
+        if node is None:
+            continue
+        s, e = node.metadata[START_LINE_KEY], node.metadata[END_LINE_KEY]
+        if s <= start and e >= end and (s, e) != (start, end) and e - s + 1 <= MAX_PARENT_LINES:
+            if best is None or (e - s) < (best.metadata[END_LINE_KEY] - best.metadata[START_LINE_KEY]):
+                best = node
+    return best
+
+
+def expand_result(index, result_id: str, ref: Optional[dict], context_lines: int = 20,
+                  max_tokens: int = 4000) -> dict:
+    """A SearchResults dict with one block: the parent of the result, else +-context_lines around it."""
+    from coderag.service import _results_to_dict
+
+    if not 0 <= context_lines <= 500:
+        raise ValueError(f"context_lines must be between 0 and 500 (got {context_lines})")
+    ref = parse_ref(result_id, ref)
+    path, start, end = ref["file_path"], int(ref["start_line"]), int(ref["end_line"])
+    lines = LineSource(index.root).lines(path)
+    if lines is None:
+        raise ValueError(f"{path} no longer exists (or is not readable): search again.")
+    parent = _enclosing(index, path, start, end)
+    if parent is not None and parent.metadata[END_LINE_KEY] <= len(lines):
+        s, e, symbol, how = parent.metadata[START_LINE_KEY], parent.metadata[END_LINE_KEY], \
+            parent.metadata.get(SYMBOL_KEY, ""), "enclosing definition"
+    else:
+        s, e, symbol, how = max(1, start - context_lines), min(len(lines), end + context_lines), "", "context lines"
+    rec = index.state.file(path)
+    from coderag.nodes.languages import detect_language
+    from coderag.nodes.scan import iso_mtime
+
+    res = SearchResults([SearchResult(id=result_id, file_path=path, start_line=s, end_line=e,
+                                      language=(rec.language if rec and rec.language else detect_language(path)),
+                                      symbol=symbol, kind=how, score=1.0,
+                                      last_modified=iso_mtime(rec.mtime_ns) if rec else "",
+                                      stale=bool(index.changed_files([path])), text="\n".join(lines[s - 1:e]))],
+                        query=f"expand {result_id}", root=str(index.root), strategy=f"expand: {how}",
+                        total_hits=1, max_tokens=max_tokens)
+    res.tokens = index.count_tokens(res.to_xml())
+    while res.tokens > max_tokens and res[0].end_line > res[0].start_line:
+        r = res[0]
+        keep = max(1, (r.end_line - r.start_line + 1) * max_tokens // res.tokens - 1)
+        r.full_end_line = r.full_end_line or r.end_line
+        r.end_line = r.start_line + keep - 1
+        r.text = "\n".join(lines[r.start_line - 1:r.end_line])
+        r.truncated = True
+        res.tokens = index.count_tokens(res.to_xml())
+    return _results_to_dict(res)
