@@ -249,6 +249,11 @@ class Ingestion:
         if self._embedder is not None:
             self.summary.embedded = self._embedder.stats["embedded"]
             self.summary.cached = self._embedder.stats["cached"]
+            if self._embedder.stats["embedded"] and self._embed_loader is None:
+                # torch is loaded now anyway: export the ONNX twin that makes later query processes start fast
+                from coderag.nodes.onnx_embedding import export_onnx
+
+                export_onnx(self.settings.model_dir())
         if self._store is not None and self._owns_store:
             if self._new_points >= OPTIMIZE_MIN_NEW_POINTS and hasattr(self._store, "optimize"):
                 if self.progress:
@@ -287,7 +292,7 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
     queue = list(changes.candidates)
     forced: set[str] = set()
     by_path = {e.rel_path: e for e in changes.entries}
-    while queue:
+    while queue or extra:  # dependents of removed files need a pass even when nothing else changed
         for batch in _batches(queue):
             extra |= run.process(batch, force=force or bool(forced & {e.rel_path for e in batch}))
             done += len(batch)

@@ -1,0 +1,156 @@
+"""OnnxEmbedding: the same sentence-transformers model run by ONNX Runtime, for queries.
+
+Importing torch + transformers costs ~6-7 s; onnxruntime + tokenizers ~0.2 s, and a one-thread
+query embedding is as fast or faster. The ONNX file is exported once from the local model folder
+(with torch, which the indexer has loaded anyway) into a cache outside the repository, and only
+models with mean pooling (+ optional normalisation), like all-MiniLM-L6-v2, take this path.
+The fp32 export matches torch to cosine 1.0000 (../shared/notes/stack.md §2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, List, Optional
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+
+log = logging.getLogger(__name__)
+ONNX_FILE = "model.onnx"
+OPSET = 17
+
+
+def cache_root() -> Path:
+    base = os.environ.get("CODERAG_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "coderag")
+    return Path(base) / "onnx"
+
+
+def model_key(model_dir: Path) -> str:
+    """Identifies the exact weights: path + size + mtime of the weight file."""
+    weights = next((model_dir / n for n in ("model.safetensors", "pytorch_model.bin") if (model_dir / n).exists()), None)
+    st = weights.stat() if weights else None
+    raw = f"{model_dir.resolve()}|{st.st_size if st else 0}|{st.st_mtime_ns if st else 0}"
+    return hashlib.sha1(raw.encode()).hexdigest()[:16]
+
+
+def onnx_path(model_dir: Path) -> Path:
+    return cache_root() / model_key(model_dir) / ONNX_FILE
+
+
+def mean_pooling_model(model_dir: Path) -> bool:
+    """True when the sentence-transformers pipeline is Transformer -> mean Pooling [-> Normalize]."""
+    try:
+        modules = json.loads((model_dir / "modules.json").read_text("utf-8"))
+        kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
+        pooling = json.loads((model_dir / "1_Pooling" / "config.json").read_text("utf-8"))
+    except (OSError, ValueError, KeyError):
+        return False
+    return kinds in (["Transformer", "Pooling", "Normalize"], ["Transformer", "Pooling"]) and \
+        pooling.get("pooling_mode_mean_tokens") and not pooling.get("pooling_mode_cls_token")
+
+
+def export_onnx(model_dir: Path) -> Optional[Path]:
+    """Export the transformer to ONNX (fp32) in the cache; returns the path, or None if not possible."""
+    out = onnx_path(model_dir)
+    if out.exists():
+        return out
+    if not mean_pooling_model(model_dir):
+        return None
+    try:
+        import torch
+        from transformers import AutoModel
+
+        class _Wrapper(torch.nn.Module):
+            def __init__(self, m):
+                super().__init__()
+                self.m = m
+
+            def forward(self, input_ids, attention_mask, token_type_ids):
+                return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+        model = AutoModel.from_pretrained(str(model_dir)).eval()
+        ids = torch.ones((2, 8), dtype=torch.long)
+        axes = {k: {0: "batch", 1: "seq"} for k in ("input_ids", "attention_mask", "token_type_ids", "last_hidden_state")}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        torch.onnx.export(_Wrapper(model), (ids, ids, torch.zeros_like(ids)), str(tmp),
+                          input_names=["input_ids", "attention_mask", "token_type_ids"],
+                          output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+        os.replace(tmp, out)
+        return out
+    except Exception as exc:  # the torch path stays available; this is only an accelerator
+        log.warning("ONNX export of %s failed (%s); queries use torch", model_dir, exc)
+        return None
+
+
+class OnnxEmbedding(BaseEmbedding):
+    """Mean-pooled, L2-normalised sentence embeddings from an exported ONNX transformer, one thread."""
+
+    model_dir: str = Field(description="The sentence-transformers folder (tokenizer.json, configs).")
+    onnx_file: str = Field(description="The exported ONNX transformer.")
+    max_length: int = Field(default=256, gt=0, description="Token window, special tokens included.")
+    threads: int = Field(default=1, ge=1, description="ONNX Runtime intra-op threads.")
+
+    _session: Any = PrivateAttr()
+    _tokenizer: Any = PrivateAttr()
+    _inputs: set = PrivateAttr()
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        tk = Tokenizer.from_file(str(Path(self.model_dir) / "tokenizer.json"))
+        tk.enable_truncation(self.max_length)
+        tk.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer = tk
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = self.threads
+        so.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(self.onnx_file, so, providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "OnnxEmbedding"
+
+    def _embed(self, texts: List[str]) -> List[List[float]]:
+        import numpy as np
+
+        enc = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in enc], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = self._session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0]
+        vec = (hidden * mask[..., None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1)
+        vec /= np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
+        return vec.astype("float32").tolist()
+
+    def _get_query_embedding(self, query: str) -> List[float]:
+        return self._embed([query])[0]
+
+    def _get_text_embedding(self, text: str) -> List[float]:
+        return self._embed([text])[0]
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[List[float]]:
+        return self._embed(texts)
+
+    async def _aget_query_embedding(self, query: str) -> List[float]:
+        return self._get_query_embedding(query)
+
+
+def load_query_model(model_dir: Path, max_length: int = 256) -> Optional[OnnxEmbedding]:
+    """The ONNX query embedder if an export exists for this model, else None."""
+    path = onnx_path(model_dir)
+    if not path.exists():
+        return None
+    try:
+        return OnnxEmbedding(model_dir=str(model_dir), onnx_file=str(path), max_length=max_length)
+    except Exception as exc:
+        log.warning("could not load %s (%s); queries use torch", path, exc)
+        return None
