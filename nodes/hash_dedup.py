@@ -52,10 +52,13 @@ class HashDeduplicator(TransformComponent):
             text = node.get_content()
             h = normalized_hash(text)
             node.metadata[CHUNK_HASH_KEY] = h
-            existing, canonical = self._registry.copies(h) if self._registry is not None else (0, None)
-            canonical = canonical or first.get(h)
+            if self._registry is not None:
+                # The registry already counts this batch's earlier copies: add_chunk below writes at once.
+                existing, canonical = self._registry.copies(h)
+            else:
+                existing, canonical = seen[h], first.get(h)
             dup = None
-            if len(text.strip()) >= self.min_chars and existing + seen[h] >= self.max_copies and canonical:
+            if len(text.strip()) >= self.min_chars and existing >= self.max_copies and canonical:
                 dup = canonical
                 node.metadata[DUPLICATE_OF_KEY] = canonical
             else:
