@@ -1,0 +1,152 @@
+"""Eval reports: Markdown tables, the per-query JSON file, a PNG chart, and a comparison of saved runs.
+
+Command line (compare runs saved by ``coderag eval --out DIR``)::
+
+    python -m coderag.eval.report DIR_A/results.json DIR_B/results.json [--variants=full,hybrid]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+RESULTS_NAME = "results.json"
+TABLE_NAME = "summary.md"
+CHART_NAME = "recall_tokens.png"
+KIND_ORDER = ("identifier", "natural", "docstring", "issue")
+
+COLUMNS = (  # (summary key, header, format)
+    ("n", "n", "{:.0f}"), ("errors", "err", "{:.0f}"),
+    ("recall@1", "R@1", "{:.2f}"), ("recall@5", "R@5", "{:.2f}"), ("recall@10", "R@10", "{:.2f}"),
+    ("hit@1", "hit@1", "{:.2f}"), ("hit@5", "hit@5", "{:.2f}"), ("hit@10", "hit@10", "{:.2f}"),
+    ("mrr@10", "MRR@10", "{:.3f}"), ("ndcg@10", "nDCG@10", "{:.3f}"),
+    ("tokens", "tokens", "{:.0f}"), ("in_payload", "gold in payload", "{:.2f}"),
+    ("p50_ms", "p50 ms", "{:.0f}"), ("p95_ms", "p95 ms", "{:.0f}"),
+)
+LEGEND = ("R@k: file-level recall over the first k distinct files. hit@k: a result among the first k overlaps a "
+          "gold range (same file). MRR@10 and nDCG@10: chunk level, binary relevance, each gold range credited "
+          "once. tokens: mean tokens of the payload (cl100k); raw retrievers and full packed at --max-tokens, "
+          "ripgrep = its first 250 matching lines. gold in payload: share of queries whose payload shows a line "
+          "of a gold range. err: queries on which the variant raised (scored as misses).")
+
+
+def _fmt(value: Any, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return fmt.format(value)
+
+
+def _groups(summary: dict[str, dict[str, dict[str, float]]]) -> list[str]:
+    present = {g for rows in summary.values() for g in rows}
+    kinds = [f"kind:{k}" for k in KIND_ORDER if f"kind:{k}" in present]
+    kinds += sorted(g for g in present if g.startswith("kind:") and g not in kinds)
+    corpora = sorted(g for g in present if g.startswith("corpus:"))
+    return ["all", *kinds, *(corpora if len(corpora) > 1 else [])]
+
+
+def group_title(group: str, n: int) -> str:
+    name = "all queries" if group == "all" else group.replace(":", " ")
+    return f"{name} (n={n})"
+
+
+def markdown_table(summary: dict[str, dict[str, dict[str, float]]], group: str,
+                   row_labels: Optional[dict[str, str]] = None) -> str:
+    """One Markdown table: a row per variant, the columns of COLUMNS, for one group ("all", "kind:natural")."""
+    head = "| variant | " + " | ".join(h for _, h, _ in COLUMNS) + " |"
+    rule = "| --- | " + " | ".join("---:" for _ in COLUMNS) + " |"
+    lines = [head, rule]
+    for variant, groups in summary.items():
+        row = groups.get(group)
+        if row is None:
+            continue
+        label = (row_labels or {}).get(variant, variant)
+        lines.append(f"| {label} | " + " | ".join(_fmt(row.get(k), f) for k, _, f in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def markdown_report(summary: dict[str, dict[str, dict[str, float]]]) -> str:
+    """Every group's table under a heading, then the legend."""
+    parts = []
+    for g in _groups(summary):
+        n = next((int(rows[g]["n"]) for rows in summary.values() if g in rows), 0)
+        parts.append(f"### {group_title(g, n)}\n\n{markdown_table(summary, g)}")
+    parts.append(LEGEND)
+    return "\n\n".join(parts) + "\n"
+
+
+def write_chart(summary: dict[str, dict[str, dict[str, float]]], path: Path) -> Optional[Path]:
+    """A PNG with Recall@5 and mean tokens per variant (overall); None when matplotlib is missing."""
+    try:
+        import matplotlib  # optional: only the chart needs it
+
+        matplotlib.use("Agg")  # headless
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    variants = [v for v in summary if "all" in summary[v]]
+    recall = [summary[v]["all"]["recall@5"] for v in variants]
+    tokens = [summary[v]["all"]["tokens"] for v in variants]
+    tokens = [0 if t is None or math.isnan(t) else t for t in tokens]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ax1.bar(variants, recall, color="#4C72B0")
+    ax1.set_ylim(0, 1)
+    ax1.set_title("Recall@5 (file level)")
+    for i, r in enumerate(recall):
+        ax1.text(i, r + 0.02, f"{r:.2f}", ha="center")
+    ax2.bar(variants, tokens, color="#DD8452")
+    ax2.set_title("mean tokens returned")
+    for i, t in enumerate(tokens):
+        ax2.text(i, t, f"{t:.0f}", ha="center", va="bottom")
+    n = int(summary[variants[0]]["all"]["n"]) if variants else 0
+    fig.suptitle(f"coderag eval, {n} queries")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_run(run, out_dir: Path) -> dict[str, Optional[Path]]:
+    """results.json (per-query outcomes, to diff two runs), summary.md, and the chart, in out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = out_dir / RESULTS_NAME
+    results.write_text(json.dumps(run.to_json(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    table = out_dir / TABLE_NAME
+    table.write_text(markdown_report(run.summary), encoding="utf-8")
+    return {"results": results, "table": table, "chart": write_chart(run.summary, out_dir / CHART_NAME)}
+
+
+def compare(paths: Sequence[Path], variants: Optional[Sequence[str]] = None) -> str:
+    """Tables that put the same variants of several saved runs side by side, one row per run x variant."""
+    merged: dict[str, dict[str, dict[str, float]]] = {}
+    for p in paths:
+        data = json.loads(Path(p).read_text(encoding="utf-8"))
+        over = data["meta"].get("overrides") or {}
+        tag = ", ".join(f"{k}={v}" for k, v in over.items()) or "defaults"
+        for v, groups in data["summary"].items():
+            if variants and v not in variants:
+                continue
+            merged[f"{v} [{tag}]"] = groups
+    return markdown_report(merged)
+
+
+def _main(argv: list[str]) -> int:
+    variants = None
+    paths = []
+    for a in argv:
+        if a.startswith("--variants="):
+            variants = a.split("=", 1)[1].split(",")
+        else:
+            paths.append(Path(a) / RESULTS_NAME if Path(a).is_dir() else Path(a))
+    if not paths:
+        print("usage: python -m coderag.eval.report RUN.json|DIR [...] [--variants=full,hybrid]", file=sys.stderr)
+        return 2
+    print(compare(paths, variants))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
