@@ -1,0 +1,54 @@
+"""Settings: the shipped qdrant.yaml, lookup order, and errors that name the bad key."""
+
+from pathlib import Path
+
+import pytest
+
+from coderag.config import Settings, load_settings
+from coderag.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_config_shipped_yaml_equals_the_defaults():
+    """qdrant.yaml documents the defaults: loading it must give exactly Settings()."""
+    assert load_settings(config_path=REPO / "qdrant.yaml") == Settings()
+
+
+@pytest.mark.parametrize("text, key", [
+    ("store: {mode: foo}", "store.mode"),
+    ("chunking: {max_tokens: -3}", "chunking.max_tokens"),
+    ("embedding: {batch_size: lots}", "embedding.batch_size"),
+    ("store: {colour: red}", "store.colour"),
+    ("retrieval: {merge_ratio: 2}", "retrieval.merge_ratio"),
+])
+def test_config_bad_value_names_the_key(tmp_path, text, key):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError) as exc:
+        load_settings(config_path=cfg)
+    assert key in str(exc.value) and str(cfg) in str(exc.value)
+
+
+def test_config_invalid_yaml_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("store: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_settings(config_path=bad)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(config_path=tmp_path / "nope.yaml")
+
+
+def test_config_root_file_is_read_only_when_it_is_ours(tmp_path):
+    (tmp_path / "qdrant.yaml").write_text("storage:\n  storage_path: ./x\n")  # a Qdrant server's own config
+    assert load_settings(tmp_path) == Settings()
+    (tmp_path / "qdrant.yaml").write_text("chunking:\n  max_tokens: 150\n")
+    assert load_settings(tmp_path).chunking.max_tokens == 150
+
+
+def test_config_env_var_wins_over_root_file(tmp_path, monkeypatch):
+    (tmp_path / "qdrant.yaml").write_text("chunking:\n  max_tokens: 150\n")
+    env_cfg = tmp_path / "env.yaml"
+    env_cfg.write_text("chunking:\n  max_tokens: 120\n")
+    monkeypatch.setenv("CODERAG_CONFIG", str(env_cfg))
+    assert load_settings(tmp_path).chunking.max_tokens == 120
