@@ -60,6 +60,7 @@ class CachedEmbedder(TransformComponent):
     _cache: Any = PrivateAttr(default=None)
     _on_batch: Optional[Callable[[int], None]] = PrivateAttr(default=None)
     _stats: dict = PrivateAttr(default_factory=dict)
+    _enabled: bool = PrivateAttr(default=True)
 
     def __init__(self, loader: Callable[[], Any], cache: Any = None,
                  on_batch: Optional[Callable[[int], None]] = None, **kwargs: Any) -> None:
@@ -77,6 +78,10 @@ class CachedEmbedder(TransformComponent):
     def stats(self) -> dict:
         return self._stats
 
+    def set_enabled(self, enabled: bool) -> None:
+        """Off: nodes pass through unembedded (the BM25-first pass of a first build)."""
+        self._enabled = enabled
+
     @property
     def model(self):
         if self._model is None:
@@ -84,6 +89,8 @@ class CachedEmbedder(TransformComponent):
         return self._model
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        if not self._enabled:
+            return nodes
         todo = [n for n in nodes if n.metadata.get(IS_LEAF_KEY, True) and not n.metadata.get(DUPLICATE_OF_KEY)
                 and n.embedding is None]
         texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in todo]
