@@ -1,0 +1,149 @@
+"""The `coderag` command line: help without heavy imports, index and status output, config errors."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from coderag.cli import main
+
+HEAVY_MODULES = ("llama_index", "torch", "qdrant_client", "qdrant_edge", "transformers", "sentence_transformers")
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.mark.parametrize("args", [["-h"], ["--help"]] + [[name, "--help"] for name in sorted(main.commands)])
+def test_cli_help_exits_zero(runner: CliRunner, args: list[str]) -> None:
+    res = runner.invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "Usage:" in res.output
+
+
+def test_cli_help_lists_index_and_status(runner: CliRunner) -> None:
+    out = runner.invoke(main, ["--help"]).output
+    assert re.search(r"^\s+index\s", out, re.M) and re.search(r"^\s+status\s", out, re.M)
+
+
+PROBE = """
+import sys
+from coderag.cli import main
+for args in (["--help"], ["-h"], ["index", "--help"], ["status", "--help"]):
+    try:
+        main(args, prog_name="coderag")
+    except SystemExit as exc:
+        assert exc.code == 0, (args, exc.code)
+loaded = sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[1:]))
+print("HEAVY:" + ",".join(loaded))
+"""
+
+
+def test_cli_help_imports_no_heavy_module() -> None:
+    """`--help` must be instant: LlamaIndex, torch and Qdrant are imported by command bodies only."""
+    out = subprocess.run([sys.executable, "-c", PROBE, *HEAVY_MODULES], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "HEAVY:", out.stdout.splitlines()[-1]
+
+
+SUMMARY = re.compile(
+    r"^Indexed (?P<root>\S+) in [\d.]+ s\n"
+    r"  files:  (?P<seen>\d+) seen, (?P<indexed>\d+) indexed, (?P<unchanged>\d+) unchanged, (?P<removed>\d+) removed, "
+    r"(?P<skipped>\d+) skipped(?: \((?P<reasons>[^)]*)\))?\n"
+    r"  chunks: (?P<chunks>\d+) written \((?P<embedded>\d+) embedded, (?P<cached>\d+) from cache, "
+    r"(?P<dups>\d+) duplicates\), [\d.]+ chunks/s$", re.M)
+
+
+def _summary(output: str) -> dict:
+    m = SUMMARY.search(output)
+    assert m, f"no summary in:\n{output}"
+    return {k: (int(v) if v and v.isdigit() else v) for k, v in m.groupdict().items()}
+
+
+def test_cli_index_then_status(runner: CliRunner, tiny_repo: Path) -> None:
+    res = runner.invoke(main, ["index", str(tiny_repo)])
+    assert res.exit_code == 0, res.output
+    s = _summary(res.stdout)
+    assert s["root"] == str(tiny_repo.resolve())
+    assert (s["seen"], s["indexed"], s["unchanged"], s["removed"], s["skipped"]) == (5, 5, 0, 0, 0)
+    assert s["chunks"] == s["embedded"] > 0 and s["cached"] == 0
+    leaves = s["chunks"]
+
+    res = runner.invoke(main, ["status", str(tiny_repo)])
+    assert res.exit_code == 0, res.output
+    assert f"root:        {tiny_repo.resolve()}" in res.output
+    assert "files:       5 indexed, 0 skipped" in res.output
+    assert re.search(rf"^chunks:      {leaves} leaves, \d+ nodes in all, 0 duplicates$", res.output, re.M)
+    assert "pending:     none, the index is up to date" in res.output
+
+    # Status finds the index from a folder inside the root, like git.
+    res = runner.invoke(main, ["status", str(tiny_repo / "src" / "auth")])
+    assert res.exit_code == 0 and f"root:        {tiny_repo.resolve()}" in res.output
+
+    (tiny_repo / "src/billing/invoice.py").write_text("def invoice_total(items):\n    return 0\n")
+    (tiny_repo / "README.md").unlink()
+    (tiny_repo / "docs.md").write_text("# Docs\n\nMore words.\n")
+    res = runner.invoke(main, ["status", str(tiny_repo)])
+    assert res.exit_code == 0, res.output
+    assert "pending:     2 new or modified, 1 deleted" in res.output
+
+    res = runner.invoke(main, ["index", str(tiny_repo)])
+    s = _summary(res.stdout)
+    assert (s["seen"], s["indexed"], s["unchanged"], s["removed"]) == (5, 2, 3, 1)
+    res = runner.invoke(main, ["status", str(tiny_repo)])
+    assert "pending:     none, the index is up to date" in res.output
+
+
+def test_cli_index_verbose_lists_each_skip_with_reason(runner: CliRunner, tmp_path: Path) -> None:
+    from test_scan import EXPECTED_SKIPS, make_noise_repo
+
+    root = make_noise_repo(tmp_path / "repo")
+    cfg = tmp_path / "coderag.yaml"
+    cfg.write_text("chunking:\n  max_file_bytes: 5500000\n")
+    res = runner.invoke(main, ["index", "--verbose", "--config", str(cfg), str(root)])
+    assert res.exit_code == 0, res.output
+    s = _summary(res.stdout)
+    assert (s["seen"], s["indexed"], s["skipped"]) == (7, 1, sum(EXPECTED_SKIPS.values()))
+    assert s["reasons"] == ", ".join(f"{k} {v}" for k, v in sorted(EXPECTED_SKIPS.items()))
+    listed = re.findall(r"^    (\S+): ([a-z-]+)", res.output, re.M)
+    assert sorted(listed) == sorted([
+        ("bin/tool.py", "binary"), ("data/huge.txt", "too-large"), ("empty.py", "empty"),
+        ("gen/api.pb.gen.go", "generated"), ("legacy/latin1.py", "encoding"), ("loop", "symlink"),
+        ("outside_link", "symlink"), ("web/app.js", "minified")])
+    assert "legacy/latin1.py: encoding (not UTF-8 at byte" in res.output
+
+    res = runner.invoke(main, ["status", str(root)])
+    assert "files:       1 indexed, 6 skipped" in res.output  # symlinks are never in the manifest
+
+
+@pytest.mark.parametrize("yaml_text, key, bad", [
+    ("store:\n  mode: foo\n", "store.mode", "'foo'"),
+    ("chunking:\n  max_tokens: 4\n", "chunking.max_tokens", "4"),
+    ("embedding:\n  batch_size: lots\n", "embedding.batch_size", "'lots'"),
+    ("chunking:\n  max_tokns: 100\n", "chunking.max_tokns", "100"),
+])
+def test_cli_bad_config_names_key_and_exits_1(runner: CliRunner, tiny_repo: Path, tmp_path: Path,
+                                              yaml_text: str, key: str, bad: str) -> None:
+    cfg = tmp_path / "qdrant.yaml"
+    cfg.write_text(yaml_text)
+    res = runner.invoke(main, ["index", "--config", str(cfg), str(tiny_repo)])
+    assert res.exit_code == 1, res.output
+    assert isinstance(res.exception, SystemExit), res.exception  # a clean ClickException, not a crash
+    line = next((ln for ln in res.output.splitlines() if key in ln), None)
+    assert line is not None, f"{key!r} not named in:\n{res.output}"
+    assert bad in line, f"bad value {bad} not quoted in {line!r}"
+    assert str(cfg) in res.output
+    assert not (tiny_repo / ".coderag").exists(), "a bad config must stop before touching the repository"
+
+
+def test_cli_missing_config_file_and_missing_index(runner: CliRunner, tiny_repo: Path, tmp_path: Path) -> None:
+    res = runner.invoke(main, ["index", "--config", str(tmp_path / "nope.yaml"), str(tiny_repo)])
+    assert res.exit_code == 1 and "nope.yaml does not exist" in res.output
+    res = runner.invoke(main, ["status", str(tiny_repo)])
+    assert res.exit_code == 1 and f'coderag index {tiny_repo}' in res.output
