@@ -204,14 +204,19 @@ def summarize(queries: Sequence[dict[str, Any]], variants: Sequence[str]) -> dic
     return out
 
 
-def _git_commit() -> Optional[str]:
+def _git_state() -> dict[str, Any]:
+    """The commit the code was run at, and the tracked files that differed from it (results depend on both)."""
     import subprocess
 
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True,
+                              timeout=5).stdout.rstrip("\n")
+
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                              text=True, timeout=5).stdout.strip() or None
+        return {"commit": git("rev-parse", "--short", "HEAD").strip() or None,
+                "modified": [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()]}
     except (OSError, subprocess.SubprocessError):
-        return None
+        return {"commit": None, "modified": []}
 
 
 def run_eval(queries: Sequence, variants: Sequence[str] = VARIANTS, max_tokens: int = DEFAULT_MAX_TOKENS,
@@ -245,7 +250,7 @@ def run_eval(queries: Sequence, variants: Sequence[str] = VARIANTS, max_tokens: 
     meta: dict[str, Any] = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(["coderag", *sys.argv[1:]]) if Path(sys.argv[0]).name == "coderag" else None,
-        "commit": _git_commit(), "variants": list(variants), "max_tokens": max_tokens,
+        **_git_state(), "variants": list(variants), "max_tokens": max_tokens,
         "rank_top_k": RANK_TOP_K, "rank_max_tokens": RANK_MAX_TOKENS, "overrides": overrides or {},
         "corpora": {}, "relevance": "recall@k: file level (distinct files); hit@k, MRR@10, nDCG@10: chunk level "
                                   "(a result overlapping a gold range of the same file, each gold credited once)"}
