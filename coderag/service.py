@@ -25,6 +25,8 @@ MAX_SOCKET_PATH = 100
 WATCH_DEBOUNCE_MS = 80
 WATCH_FULL_SCAN_THRESHOLD = 300
 RESULT_MEMORY = 2048
+STOP_JOIN_S = 30.0
+DENSE_BATCH_FILES = 8  # files whose chunks are out of BM25 answers while their vectors are computed
 
 
 def socket_path_for(index_dir: Path) -> Path:
@@ -110,6 +112,7 @@ class IndexService:
         if self.serve:
             self._bind()
         if self.background:
+            self.progress.update(phase="scanning")  # before the first request can see an empty index
             self._spawn(self._initial_index, "coderag-indexer")
         if self.watch:
             self._spawn(self._watch_loop, "coderag-watcher")
@@ -145,6 +148,9 @@ class IndexService:
                     p.unlink()
                 except OSError:
                     pass
+        for t in self._threads:  # a process that exits while the indexer is inside the model aborts (SIGABRT)
+            if t.name == "coderag-indexer" and t is not threading.current_thread():
+                t.join(timeout=STOP_JOIN_S)
         with self._ingest:
             if self.index is not None:
                 self.index.close()
@@ -171,7 +177,10 @@ class IndexService:
         try:
             with self._ingest:
                 changes = detect_changes(self.root, idx.state, self.settings)
-                two_pass = (self.settings.store.mode == StoreMode.Embedded and len(changes.candidates) > 20)
+                # A first build is always BM25-first: even for a few files, loading the model takes seconds.
+                first_build = idx.state.get_meta("fingerprint") is None
+                two_pass = (self.settings.store.mode == StoreMode.Embedded
+                            and (len(changes.candidates) > 20 or (first_build and changes.candidates)))
                 if two_pass:
                     self.progress.update(phase="bm25", done=0, total=len(changes.candidates))
                     run = Ingestion(self.root, self.settings, idx.state, self._progress, store=idx.vector_store,
@@ -185,6 +194,9 @@ class IndexService:
             pending = [p for p, r in idx.state.files().items() if r.status == STATUS_SPARSE]
             if pending:
                 self.progress.update(phase="dense", done=0, total=len(pending))
+                # Ingestion drops a file's chunks before re-embedding them: load the model first, so files
+                # do not vanish from BM25 answers while it loads, and re-embed in small batches.
+                self._warm_up()
                 self._densify(pending)
             self.dense_ready = True
             self.progress.update(phase="idle")
@@ -203,14 +215,14 @@ class IndexService:
             log.exception("warm-up failed")
 
     def _densify(self, paths: list[str]) -> None:
-        from coderag.pipelines.ingestion import BATCH_FILES, Ingestion, changes_for_paths, fingerprint, sync
+        from coderag.pipelines.ingestion import Ingestion, changes_for_paths, fingerprint, sync
 
         idx = self.index
         done = 0
-        for i in range(0, len(paths), BATCH_FILES):
+        for i in range(0, len(paths), DENSE_BATCH_FILES):
             if self._stop.is_set():
                 return
-            part = paths[i:i + BATCH_FILES]
+            part = paths[i:i + DENSE_BATCH_FILES]
             with self._ingest:
                 run = Ingestion(self.root, self.settings, idx.state, self._progress, store=idx.vector_store,
                                 docstore=idx.docstore, embed_loader=lambda: idx.embed_model, dense=True)
@@ -274,6 +286,8 @@ class IndexService:
             p = self.progress
             note = (f"building: answering from BM25 while dense vectors are computed "
                     f"({p['phase']} {p['done']}/{p['total']} files)")
+            if idx.state.get_meta("fingerprint") is None and p["phase"] not in ("idle", "failed"):
+                return self._building(params, note)
             res = idx.search(**{**params, "retriever": "bm25"}, refresh=False, freshness=note)
         else:
             res = idx.search(**params, refresh=False)
@@ -287,6 +301,19 @@ class IndexService:
                                  freshness=f"refreshed {len(stale)} changed file(s) before answering")
         for r in res:
             self._remember(r)
+        return _results_to_dict(res)
+
+    def _building(self, params: dict, note: str) -> dict:
+        """No chunk is written yet on a first build: an empty answer that says so (not "run coderag index")."""
+        from coderag.pipelines.query import SearchOptions, strategy_name
+        from coderag.postprocessors.payload import SearchResults
+
+        opts = SearchOptions(**{**params, "retriever": "bm25"})  # a bad request is still an error the caller can fix
+        res = SearchResults([], query=opts.query, root=str(self.root), strategy=strategy_name(opts), freshness=note,
+                            max_tokens=opts.max_tokens,
+                            message=f"The index of {self.root} is being built and has no chunks yet: "
+                                    "search again in a few seconds.")
+        res.tokens = self.index.count_tokens(res.to_xml())
         return _results_to_dict(res)
 
     def _remember(self, r) -> None:

@@ -76,4 +76,7 @@ def expand_result(index, result_id: str, ref: Optional[dict], context_lines: int
         r.text = "\n".join(lines[r.start_line - 1:r.end_line])
         r.truncated = True
         res.tokens = index.count_tokens(res.to_xml())
+    if res.tokens > max_tokens:  # not even one line fits: an error the caller can fix, never an oversized answer
+        raise ValueError(f"max_tokens={max_tokens} is too small to show any line of {path}:{s}-{e} "
+                         f"(one line takes {res.tokens} tokens with its frame): raise max_tokens to {res.tokens} or more.")
     return _results_to_dict(res)
