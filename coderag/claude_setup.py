@@ -80,6 +80,10 @@ def _write_mcp_json(root: Path, report: SetupReport, force: bool) -> None:
             report.skipped.append(".mcp.json (not a JSON object)")
             return
     servers = data.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        report.skipped.append('.mcp.json ("mcpServers" is not a JSON object; fix it, or add the entry by hand: '
+                              'claude mcp add --scope project coderag -- coderag mcp)')
+        return
     current = servers.get(SERVER_KEY)
     if current == entry:
         report.unchanged.append(".mcp.json")
@@ -95,10 +99,10 @@ def _write_mcp_json(root: Path, report: SetupReport, force: bool) -> None:
 def _write_claude_md(root: Path, report: SetupReport) -> None:
     path = root / "CLAUDE.md"
     text = path.read_text("utf-8") if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        new = head + CLAUDE_SECTION.rstrip("\n") + tail
+    end = text.find(END)
+    begin = text.rfind(BEGIN, 0, end) if end >= 0 else -1  # the marker pair, even if a stray BEGIN precedes it
+    if begin >= 0:
+        new = text[:begin] + CLAUDE_SECTION.rstrip("\n") + text[end + len(END):]
     else:
         new = (text.rstrip("\n") + "\n\n" if text.strip() else "") + CLAUDE_SECTION
     if new == text:
