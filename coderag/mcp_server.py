@@ -1,6 +1,8 @@
 """`coderag mcp`: the stdio MCP server that gives a coding agent the `search_code` tool."""
 
 import json
+import logging
+import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, AsyncIterator, Optional
@@ -13,6 +15,7 @@ from coderag.errors import CodeRagError
 
 from coderag.pipelines.query import MAX_TOKENS_LIMIT, MIN_TOKENS
 
+log = logging.getLogger("coderag.mcp")
 SERVER_NAME = "coderag"
 INSTRUCTIONS = """\
 coderag searches this repository's code index (AST chunks, hybrid semantic + keyword search) and
@@ -42,12 +45,22 @@ query or drop the filters.
 """
 
 
+def _open(handle) -> None:
+    try:
+        handle.target()  # become the owner (index in the background) or connect to the one there is
+    except Exception:  # the first tool call tries again and reports the error to the agent
+        log.exception("could not open the index of %s", handle.root)
+
+
 @asynccontextmanager
 async def _lifespan(server, root: Path, settings) -> AsyncIterator[dict]:
     from coderag.client import IndexHandle
 
     handle = IndexHandle(root, settings)
-    handle.target()  # become the owner (index in the background) or connect to the one there is
+    # Opened in the background, so initialize is answered at once: a slow start (imports, or the lock of
+    # a running `coderag index`, waited on for up to 30 s) must not trip the client's connection timeout.
+    # Tool calls wait for it on the handle's lock.
+    threading.Thread(target=_open, args=(handle,), name="coderag-open", daemon=True).start()
     try:
         yield {"handle": handle}
     finally:
@@ -70,7 +83,9 @@ def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
         async with _lifespan(server, root, settings) as ctx:
             yield ctx
 
-    mcp = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan)
+    from importlib.metadata import version
+
+    mcp = MCPServer(SERVER_NAME, version=version("coderag"), instructions=INSTRUCTIONS, lifespan=lifespan)
 
     def call(ctx: Context, method: str, **params):
         """Run a request on the index; errors the agent can fix come back as readable tool errors."""

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 import xml.etree.ElementTree as ET
+from importlib.metadata import version
 from pathlib import Path
 
 import anyio
@@ -324,3 +325,27 @@ async def test_mcp_first_start_answers_from_bm25_while_the_dense_side_builds(tmp
         assert doc.findtext("meta/index_freshness") == "fresh"
         assert results(doc)[0]["path"] == "src/billing/invoice.py"
     assert not errors, f"non-JSON-RPC output on the server's stdout: {errors}"
+
+
+async def test_mcp_server_connects_at_once_while_another_process_holds_the_index(tmp_path: Path) -> None:
+    """The server once opened the index before answering initialize: while `coderag index` held the index,
+    a client's connection waited up to 30 s (Claude Code gives up after 30 s) and then the server died."""
+    from coderag.lock import WriterLock
+    from coderag.paths import LOCK_NAME, ensure_index_dir
+
+    root = write_files(tmp_path / "locked", TINY_FILES)
+    lock = WriterLock(ensure_index_dir(root) / LOCK_NAME).acquire()
+    errors: list = []
+    try:
+        with anyio.fail_after(20):
+            async with mcp_client(root, errors) as c:
+                info = c.server_info
+                assert (info.name, info.version) == ("coderag", version("coderag"))
+                assert {t.name for t in (await c.list_tools()).tools} == {"search_code", "index_status",
+                                                                          "expand_result"}
+                lock.release()  # the indexing run ends: the server takes the index and answers
+                while not (await search(c, "invoice total with sales tax")).findall("result"):
+                    await anyio.sleep(0.2)
+    finally:
+        lock.release()
+    assert not errors, errors
