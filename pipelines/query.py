@@ -11,8 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from coderag.globs import FilePattern
 from coderag.nodes.keys import (END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, LAST_MODIFIED_KEY,
                                 START_LINE_KEY, SYMBOL_KEY)
-from coderag.postprocessors.payload import (SearchResult, SearchResults, no_results_message, render_json,
-                                            render_result_text, render_result_xml, render_text, render_xml)
+from coderag.postprocessors.payload import (NO_RESULTS_HINTS, SearchResult, SearchResults, budget_message,
+                                            no_results_message, render_json, render_result_text,
+                                            render_result_xml, render_text, render_xml)
 
 if TYPE_CHECKING:
     from coderag.pipelines.code_index import CodeIndex
@@ -205,7 +206,10 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
         nodes = MergeAdjacentPostprocessor(lines=lines, gap_lines=index.settings.retrieval.gap_lines) \
             .postprocess_nodes(nodes)
     else:
-        nodes = [n for n in nodes if lines.lines(n.node.metadata[FILE_PATH_KEY]) is not None]
+        # Each chunk alone, re-read like a merged block: the text shown is the file's lines now (a stale
+        # file's chunk included), and chunks of deleted files are dropped.
+        reread = MergeAdjacentPostprocessor(lines=lines, gap_lines=0)
+        nodes = [m for n in nodes for m in reread.postprocess_nodes([n])]
     timings["merge_adjacent_ms"] = (time.perf_counter() - t2) * 1000
 
     count = index.count_tokens
@@ -228,13 +232,10 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     packed = packer.postprocess_nodes(nodes)
     results = [_to_result(n, stale, index.other_locations(n.node.node_id)) for n in packed]
     timings["pack_ms"] = (time.perf_counter() - t3) * 1000
-    message = "" if results else no_results_message(opts.query, opts.file_pattern, opts.keywords,
-                                                     opts.requires_exact_match)
-    out = SearchResults(results, **meta, total_hits=total, freshness=freshness, timings=timings, message=message)
+    out = SearchResults(results, **meta, total_hits=total, freshness=freshness, timings=timings)
     # Exact guarantee: the rendered payload, frame included, never exceeds the budget.
     while True:
-        out.latency_ms = (time.perf_counter() - t0) * 1000
-        out.tokens = count(render_all(out))
+        _measure(out, render_all, count, t0)
         if out.tokens <= opts.max_tokens or not out:
             break
         last = out[-1]
@@ -245,11 +246,29 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
             last.truncated = True
         else:
             out.pop()
-    if not out and not out.message:
-        out.message = no_results_message(opts.query, opts.file_pattern, opts.keywords, opts.requires_exact_match)
-    out.latency_ms = (time.perf_counter() - t0) * 1000
+    if not out:
+        # Candidates that survived merging but not packing: the budget, not the query, is the problem.
+        out.message = budget_message(total, opts.max_tokens) if nodes else no_results_message(
+            opts.query, opts.file_pattern, opts.keywords, opts.requires_exact_match)
+        _measure(out, render_all, count, t0)
+        if out.tokens > opts.max_tokens:
+            out.compact = True  # the frame alone is larger than a tiny budget: the message only
+            if not nodes:
+                out.message = f"No results. {NO_RESULTS_HINTS[0]}"
+            _measure(out, render_all, count, t0)
     out.timings["total_ms"] = out.latency_ms
     return out
+
+
+def _measure(out: SearchResults, render_all, count, t0: float) -> None:
+    """Stamp the latency, then count the payload's tokens as rendered: the count is part of the payload,
+    so count again until the number shown is the number of tokens."""
+    out.latency_ms = (time.perf_counter() - t0) * 1000
+    for _ in range(4):
+        tokens = count(render_all(out))
+        if tokens == out.tokens:
+            return
+        out.tokens = tokens
 
 
 def render(results: SearchResults, fmt: OutputFormat) -> str:

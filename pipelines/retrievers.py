@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -10,9 +11,30 @@ from llama_index.core.retrievers import AutoMergingRetriever, QueryFusionRetriev
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters, VectorStoreQuery, VectorStoreQueryMode
 
-from coderag.nodes.keys import END_LINE_KEY, START_LINE_KEY
+from coderag.nodes.keys import END_LINE_KEY, START_LINE_KEY, SYMBOL_KEY
 
 DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
+DEFAULT_DEFINITION_BOOST = 0.5
+_QUERY_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_WORD_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
+
+
+def query_identifiers(query: str) -> list[str]:
+    """Identifiers the query spells out: compound names (`getUserById`, `get_user_by_id`, `LruCache.get`),
+    or the whole query when it is one name. Plain words of a sentence are not identifiers.
+
+    >>> query_identifiers("where is getUserById called"), query_identifiers("retry after login")
+    (['getUserById'], [])
+    """
+    tokens = _QUERY_IDENT.findall(query)
+    if len(tokens) == 1 and tokens[0] == query.strip():
+        return tokens
+    return [t for t in dict.fromkeys(tokens) if "." in t or len(_WORD_PARTS.findall(t)) > 1]
+
+
+def defines(symbol: str, identifier: str) -> bool:
+    """True if a chunk with this symbol defines `identifier` (`LruCache.get` defines `get` and `LruCache.get`)."""
+    return symbol == identifier or symbol.endswith("." + identifier)
 
 
 def contains_all(text: str, keywords: Sequence[str]) -> bool:
@@ -78,14 +100,19 @@ class SparseRetriever(_StoreRetriever):
 
 class WeightedRRFFusionRetriever(QueryFusionRetriever):
     """QueryFusionRetriever whose reciprocal-rank mode honours `retriever_weights` (core's ignores them),
-    keys results by node id, and boosts results that contain the query's keywords."""
+    keys results by node id, boosts results that contain the query's keywords, and boosts the
+    definitions of identifiers the query spells exactly (so `getUserById` ranks the function of that
+    name above `get_user_by_id`, which the two legs would otherwise tie in RRF, and above its callers).
+    """
 
     def __init__(self, *args: Any, rrf_k: float = DEFAULT_RRF_K, keywords: Sequence[str] = (),
-                 keyword_boost: float = 0.5, timings: Optional[Dict[str, float]] = None, **kwargs: Any) -> None:
+                 keyword_boost: float = 0.5, definition_boost: float = DEFAULT_DEFINITION_BOOST,
+                 timings: Optional[Dict[str, float]] = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rrf_k = rrf_k
         self._keywords = list(keywords)
         self._keyword_boost = keyword_boost
+        self._definition_boost = definition_boost
         self.timings = timings if timings is not None else {}
 
     def _reciprocal_rerank_fusion(self, results: Dict[Tuple[str, int], List[NodeWithScore]]) -> List[NodeWithScore]:
@@ -103,6 +130,12 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                 text = nws.node.get_content()
                 hits = sum(1 for k in self._keywords if k in text)
                 fused[nid] *= 1.0 + self._keyword_boost * hits / len(self._keywords)
+        idents = [i for q in dict.fromkeys(q for q, _ in results) for i in query_identifiers(q)]
+        if idents and self._definition_boost:
+            for nid, nws in by_id.items():
+                symbol = nws.node.metadata.get(SYMBOL_KEY) or ""
+                hits = sum(1 for i in idents if defines(symbol, i))
+                fused[nid] *= 1.0 + self._definition_boost * hits / len(idents)
         out = []
         for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True):
             nws = by_id[nid]

@@ -80,7 +80,9 @@ class MergeAdjacentPostprocessor(BaseNodePostprocessor):
         else:
             meta = dict(best.node.metadata)
             meta[START_LINE_KEY], meta[END_LINE_KEY] = start, end
-            symbols = list(dict.fromkeys(n.node.metadata.get(SYMBOL_KEY, "") for n in run if n.node.metadata.get(SYMBOL_KEY)))
+            # The best member's symbol first: the list is cut at four, and it names what matched.
+            symbols = list(dict.fromkeys(n.node.metadata.get(SYMBOL_KEY, "") for n in [best, *run]
+                                         if n.node.metadata.get(SYMBOL_KEY)))
             if len(run) > 1:
                 meta[KIND_KEY] = "merged"
                 meta[SYMBOL_KEY] = ", ".join(symbols[:4])

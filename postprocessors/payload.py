@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 from xml.sax.saxutils import escape, quoteattr
@@ -46,12 +47,15 @@ class SearchResults(list):
 
     def __init__(self, results: list[SearchResult] = (), *, query: str = "", root: str = "", strategy: str = "",
                  total_hits: int = 0, tokens: int = 0, latency_ms: float = 0.0, freshness: str = "fresh",
-                 timings: Optional[dict[str, float]] = None, message: str = "", max_tokens: int = 0) -> None:
+                 timings: Optional[dict[str, float]] = None, message: str = "", max_tokens: int = 0,
+                 compact: bool = False) -> None:
         super().__init__(results)
         self.query, self.root, self.strategy = query, root, strategy
         self.total_hits, self.tokens, self.latency_ms = total_hits, tokens, latency_ms
         self.freshness, self.message, self.max_tokens = freshness, message, max_tokens
         self.timings = timings or {}
+        # An empty answer whose full frame would not fit max_tokens is rendered as its message alone.
+        self.compact = compact
 
     def to_json(self, indent: Optional[int] = None) -> str:
         return render_json(self, indent)
@@ -66,9 +70,15 @@ class SearchResults(list):
         return f"SearchResults(query={self.query!r}, returned={len(self)}, total_hits={self.total_hits})"
 
 
+# C0 controls other than tab, LF and CR are not allowed in XML 1.0, not even as character references.
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
 def _x(value: Any) -> str:
-    # Full XML escaping: no snippet can close a tag, open a fake result or end the tool output.
-    return escape(str(value))
+    # Full XML escaping: no snippet can close a tag, open a fake result or end the tool output. A control
+    # character (ESC in ANSI colour codes, form feed page breaks) is shown as its Unicode control picture.
+    return _XML_ILLEGAL.sub(lambda m: chr(0x2400 + ord(m.group())) if m.group() < " " else "\ufffd",
+                            escape(str(value)))
 
 
 def render_result_xml(r: SearchResult) -> str:
@@ -104,11 +114,16 @@ def render_xml_frame(res: SearchResults, returned: int, tokens: int) -> tuple[st
 
 
 def render_xml(res: SearchResults) -> str:
+    if res.compact and not res:
+        return f"<search_results>\n  <message>{_x(res.message)}</message>\n</search_results>"
     head, tail = render_xml_frame(res, len(res), res.tokens)
     return head + "".join(render_result_xml(r) for r in res) + tail
 
 
 def render_json(res: SearchResults, indent: Optional[int] = None) -> str:
+    if res.compact and not res:
+        return json.dumps({"total_hits": res.total_hits, "returned": 0, "tokens": res.tokens, "results": [],
+                           "message": res.message}, ensure_ascii=False, indent=indent)
     doc = {"query": res.query, "root": res.root, "strategy": res.strategy, "total_hits": res.total_hits,
            "returned": len(res), "tokens": res.tokens, "latency_ms": round(res.latency_ms, 1),
            "freshness": res.freshness, "results": [asdict(r) for r in res]}
@@ -129,6 +144,11 @@ def render_text(res: SearchResults) -> str:
         return res.message + "\n"
     body = "\n".join(render_result_text(r) for r in res)
     return body + f"\n{len(res)} of {res.total_hits} hits, {res.tokens} tokens, {res.latency_ms:.0f} ms ({res.strategy})\n"
+
+
+def budget_message(total_hits: int, max_tokens: int) -> str:
+    """There were hits, but not one line of the best fits: say so, not "no results"."""
+    return f"None of the {total_hits} hits fits in max_tokens={max_tokens}: raise max_tokens."
 
 
 def no_results_message(query: str, file_pattern: Optional[str], keywords: list[str], exact: bool) -> str:

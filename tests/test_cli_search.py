@@ -1,0 +1,160 @@
+"""`coderag search`: formats, filters, budgets, exit codes and error messages, in-process and as a real process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import write_files
+from coderag.cli import main
+from test_query import RETRIEVAL_FILES
+
+CODERAG = str(Path(sys.executable).with_name("coderag"))
+# Known bug, left for the CLI's owner: `coderag search --format json` prints res.to_json(indent=2), while the
+# budget was counted on res.to_json(); the indentation adds about 10% tokens. Fix: click.echo(res.to_json()).
+CLI_JSON_INDENT_BUG = pytest.mark.xfail(strict=True, reason="cli.py prints indented JSON past --max-tokens")
+# Same for --format text: the budget is counted on render_text(), but the CLI prints rich panels (line numbers,
+# lines padded to the console width) when rich is importable, which it is here.
+CLI_RICH_TEXT_BUG = pytest.mark.xfail(strict=True, reason="cli.py prints rich text, not the budgeted payload")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Indexed with `coderag index`, the way a user does it."""
+    root = write_files(tmp_path_factory.mktemp("cli") / "shop", RETRIEVAL_FILES)
+    res = CliRunner().invoke(main, ["index", str(root)])
+    assert res.exit_code == 0, res.output
+    assert f"{len(RETRIEVAL_FILES)} indexed" in res.output
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _no_user_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CODERAG_CONFIG", raising=False)
+
+
+def search(root: Path, *args: str):
+    return CliRunner().invoke(main, ["search", *args, "--root", str(root)])
+
+
+def _tokens(text: str) -> int:
+    from llama_index.core.utils import get_tokenizer
+
+    return len(get_tokenizer()(text))
+
+
+def test_cli_search_default_format_off_a_terminal_is_xml(repo: Path) -> None:
+    res = search(repo, "round the sales tax to whole cents")
+    assert res.exit_code == 0, res.output
+    root = ET.fromstring(res.output)
+    assert root.find("result/source_file").text == "src/billing/invoice.py"
+    assert root.findtext("meta/query") == "round the sales tax to whole cents"
+
+
+def test_cli_search_json(repo: Path) -> None:
+    res = search(repo, "getUserById", "--format", "json", "--retriever", "bm25")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["strategy"].startswith("bm25") and doc["root"] == str(repo)
+    top = doc["results"][0]
+    assert top["file_path"] == "web/api/users.ts" and top["start_line"] <= 7 and top["end_line"] >= 13
+
+
+def test_cli_search_text(repo: Path) -> None:
+    res = search(repo, "drop the oldest entries when the cache is full", "--format", "text")
+    assert res.exit_code == 0, res.output
+    assert "src/cache/lru.py:" in res.output
+    assert "evict_least_recently_used" in res.output
+    assert " hits, " in res.output and " tokens, " in res.output
+
+
+@pytest.mark.parametrize("fmt, max_tokens", [("xml", 300), ("xml", 1000),
+                                             pytest.param("json", 300, marks=CLI_JSON_INDENT_BUG),
+                                             pytest.param("text", 300, marks=CLI_RICH_TEXT_BUG)])
+def test_cli_search_output_fits_max_tokens(repo: Path, fmt: str, max_tokens: int) -> None:
+    res = search(repo, "round the sales tax to whole cents", "--format", fmt, "--max-tokens", str(max_tokens))
+    assert res.exit_code == 0, res.output
+    assert _tokens(res.output.rstrip("\n")) <= max_tokens
+
+
+def test_cli_search_files_and_keywords(repo: Path) -> None:
+    res = search(repo, "request", "--files", "src/**/*.py", "--format", "json")
+    assert res.exit_code == 0, res.output
+    paths = {r["file_path"] for r in json.loads(res.output)["results"]}
+    assert paths and all(p.startswith("src/") and p.endswith(".py") for p in paths)
+    res = search(repo, "where is this", "-k", "ROUND_HALF_UP", "--keyword", "quantize", "--exact", "--format", "json")
+    results = json.loads(res.output)["results"]
+    assert results and all("ROUND_HALF_UP" in r["text"] and "quantize" in r["text"] for r in results)
+
+
+def test_cli_search_no_results_exits_zero_with_a_message(repo: Path) -> None:
+    res = search(repo, "tax", "--files", "vendor/**", "--format", "text")
+    assert res.exit_code == 0
+    assert "No results for 'tax'" in res.output and "'vendor/**'" in res.output
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--files", "[abc"], "Malformed file_pattern '[abc': unclosed '['"),
+    (["--max-tokens", "10"], "max_tokens"),
+    (["--top-k", "0"], "top_k"),
+    (["--retriever", "fuzzy"], "'fuzzy' is not one of 'hybrid', 'bm25', 'dense'"),
+    (["--format", "yaml"], "'yaml' is not one of 'text', 'xml', 'json'"),
+])
+def test_cli_search_bad_options_are_usage_errors(repo: Path, args: list[str], fragment: str) -> None:
+    res = search(repo, "tax", *args)
+    assert res.exit_code == 2, res.output
+    assert fragment in res.output and "Traceback" not in res.output
+
+
+def test_cli_search_empty_query_is_a_usage_error(repo: Path) -> None:
+    res = search(repo, "   ")
+    assert res.exit_code == 2 and "query is empty" in res.output
+
+
+def test_cli_search_from_a_subfolder_finds_the_index(repo: Path) -> None:
+    res = CliRunner().invoke(main, ["search", "liveness probe", "--root", str(repo / "cmd" / "server"),
+                                    "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["results"][0]["file_path"] == "cmd/server/health.go"
+
+
+def test_cli_search_while_the_index_is_held(repo: Path) -> None:
+    from coderag import CodeIndex
+
+    with CodeIndex.open(repo, create=False):
+        res = search(repo, "tax")
+    assert res.exit_code == 1
+    assert "Another coderag process" in res.output and "Traceback" not in res.output
+
+
+# -- the real console script ---------------------------------------------------------------------------
+
+def test_cli_search_without_an_index_says_how_to_make_one(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    proc = subprocess.run([CODERAG, "search", "anything", "--root", str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert f'No index at or above {tmp_path.resolve()}. Run "coderag index {tmp_path}" first.' in proc.stderr
+
+
+def test_cli_search_help() -> None:
+    proc = subprocess.run([CODERAG, "search", "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    for flag in ("--root", "--files", "--keyword", "--exact", "--max-tokens", "--top-k", "--retriever", "--format"):
+        assert flag in proc.stdout
+
+
+def test_cli_search_real_process(repo: Path) -> None:
+    proc = subprocess.run([CODERAG, "search", "stop the server gracefully on ctrl-c", "--format", "xml",
+                           "--max-tokens", "500"], cwd=repo / "src", capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    root = ET.fromstring(proc.stdout)
+    assert root.findtext("result/source_file") == "cmd/server/shutdown.go"
+    assert _tokens(proc.stdout.rstrip("\n")) <= 500

@@ -1,0 +1,279 @@
+"""Retrievers as LlamaIndex objects: the dense and BM25 legs, weighted RRF with boosts, bounded auto-merging."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from llama_index.core.retrievers import AutoMergingRetriever
+from llama_index.core.schema import QueryBundle
+from llama_index.core.storage import StorageContext
+from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+
+from conftest import write_files
+from coderag.config import Settings
+from coderag.pipelines.query import SearchOptions, build_retriever
+from coderag.pipelines.retrievers import (DEFAULT_RRF_K, BoundedAutoMergingRetriever, DenseRetriever,
+                                          SparseRetriever, contains_all, defines, query_identifiers)
+from test_query import RETRIEVAL_FILES
+
+
+def _long_class() -> str:
+    methods = []
+    for name in ("title", "header", "summary", "totals", "footer", "notes", "appendix", "index", "glossary",
+                 "credits", "changelog", "contacts"):
+        methods.append(f'''
+    def format_{name}_section(self, report):
+        """Format the {name} section of the report as aligned text."""
+        lines = []
+        for key, value in report.get("{name}", {{}}).items():
+            label = str(key).ljust(self.width)
+            lines.append(label + " " + str(value))
+        if not lines:
+            lines.append("(no {name})")
+        return self.separator.join(lines)
+''')
+    return ('"""Plain-text report formatting."""\n\n\nclass ReportFormatter:\n'
+            '    """Formats every section of a report."""\n\n'
+            '    def __init__(self, width=20, separator="\\n"):\n        self.width = width\n'
+            '        self.separator = separator\n' + "".join(methods))
+
+
+RETRIEVER_FILES = {**RETRIEVAL_FILES}
+LONG_CLASS_PATH = "src/report/formatter.py"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from coderag import index_repository
+
+    root = write_files(tmp_path_factory.mktemp("retrievers") / "shop", RETRIEVER_FILES)
+    (root / LONG_CLASS_PATH).parent.mkdir(parents=True)
+    (root / LONG_CLASS_PATH).write_text(_long_class(), encoding="utf-8")
+    assert index_repository(root, settings=Settings()).indexed == len(RETRIEVER_FILES) + 1
+    return root
+
+
+@pytest.fixture(scope="module")
+def index(repo: Path):
+    from coderag import CodeIndex
+
+    with CodeIndex.open(repo, settings=Settings(), create=False) as idx:
+        yield idx
+
+
+def _key(nws) -> tuple[str, str]:
+    return nws.node.metadata["file_path"], nws.node.metadata["symbol"]
+
+
+def _in(paths: list[str]) -> MetadataFilters:
+    return MetadataFilters(filters=[MetadataFilter(key="file_path", operator=FilterOperator.IN, value=paths)])
+
+
+def _fusion(index, query: str, **opts):
+    return build_retriever(index, SearchOptions(query=query, auto_merge=False, **opts), {})
+
+
+# -- the two legs ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("leg", ["dense", "bm25"])
+def test_retrievers_legs_filter_inside_the_store(index, leg) -> None:
+    """The filter runs in the store before the top-k cut: with k=2 both hits still come from the allowed file."""
+    paths = ["cmd/server/health.go"]
+    kw = dict(filters=_in(paths))
+    r = (DenseRetriever(index.vector_store, index.embed_model, 2, **kw) if leg == "dense"
+         else SparseRetriever(index.vector_store, 2, **kw))
+    nodes = r.retrieve("round the sales tax handler http")
+    assert nodes and {n.node.metadata["file_path"] for n in nodes} == set(paths)
+
+
+@pytest.mark.parametrize("leg", ["dense", "bm25"])
+def test_retrievers_legs_exact_keywords(index, leg) -> None:
+    kw = dict(exact_keywords=["self._entries", "popitem"])
+    r = (DenseRetriever(index.vector_store, index.embed_model, 50, **kw) if leg == "dense"
+         else SparseRetriever(index.vector_store, 50, **kw))
+    nodes = r.retrieve("cache entries popitem")
+    assert [_key(n) for n in nodes] == [("src/cache/lru.py", "LruCache.evict_least_recently_used")]
+
+
+def test_retrievers_legs_record_their_timings(index) -> None:
+    timings: dict[str, float] = {}
+    DenseRetriever(index.vector_store, index.embed_model, 5, timings=timings).retrieve("tax")
+    SparseRetriever(index.vector_store, 5, timings=timings).retrieve("tax")
+    assert set(timings) == {"embed_ms", "dense_ms", "bm25_ms"} and all(v >= 0 for v in timings.values())
+
+
+def test_retrievers_dense_uses_a_given_query_embedding(index) -> None:
+    emb = index.embed_model.get_query_embedding("round the sales tax to whole cents")
+    timings: dict[str, float] = {}
+    nodes = DenseRetriever(index.vector_store, index.embed_model, 3, timings=timings).retrieve(
+        QueryBundle(query_str="something else entirely", embedding=emb))
+    assert _key(nodes[0]) == ("src/billing/invoice.py", "compute_invoice_tax")
+    assert timings["embed_ms"] < 5  # no second embedding
+
+
+def test_retrievers_sparse_scores_code_aware_terms(index) -> None:
+    bm25 = SparseRetriever(index.vector_store, 5)
+    for q in ("getUserById", "get_user_by_id", "get user by id"):  # the three spellings meet
+        top = {_key(n) for n in bm25.retrieve(q)[:4]}
+        assert {("web/api/users.ts", "getUserById"), ("src/users/repository.py", "get_user_by_id")} <= top, q
+    assert _key(bm25.retrieve("getUserById")[0]) == ("web/api/users.ts", "getUserById")  # the exact term counts
+    assert bm25.retrieve("retries")[0].node.metadata["file_path"] == "src/auth/login.py"  # stemmed: retry
+
+
+def test_retrievers_sparse_boost_terms(index) -> None:
+    q = "how many seconds to wait"
+    plain = [_key(n) for n in SparseRetriever(index.vector_store, 10).retrieve(q)]
+    boosted = [_key(n) for n in SparseRetriever(index.vector_store, 10, boost_terms=["wait_time"]).retrieve(q)]
+    target = ("src/net/rate_limiter.py", "TokenBucketRateLimiter.wait_time")
+    assert boosted[0] == target and plain.index(target) > 0
+
+
+def test_retrievers_sparse_query_without_terms_returns_nothing(index) -> None:
+    assert SparseRetriever(index.vector_store, 5).retrieve("?! -- ()") == []
+
+
+# -- weighted reciprocal-rank fusion -------------------------------------------------------------------------
+
+def test_retrievers_fusion_is_weighted_rrf(index) -> None:
+    q = "how many seconds to wait"
+    r = index.settings.retrieval
+    dense = [n.node.node_id for n in DenseRetriever(index.vector_store, index.embed_model, r.dense_top_k).retrieve(q)]
+    sparse = [n.node.node_id for n in SparseRetriever(index.vector_store, r.sparse_top_k).retrieve(q)]
+    fused = _fusion(index, q, top_k=50).retrieve(q)
+    w = 0.5  # equal weights, normalised to sum 1
+    for n in fused:
+        nid = n.node.node_id
+        expected = sum(w / (ranks.index(nid) + DEFAULT_RRF_K) for ranks in (dense, sparse) if nid in ranks)
+        assert n.score == pytest.approx(expected), _key(n)
+    assert [n.score for n in fused] == sorted((n.score for n in fused), reverse=True)
+    assert len({n.node.node_id for n in fused}) == len(fused)
+
+
+@pytest.mark.parametrize("weights, leg", [((1.0, 0.0), "dense"), ((0.0, 1.0), "bm25")])
+def test_retrievers_fusion_honours_leg_weights(index, weights, leg) -> None:
+    q = "drop the oldest entries when the cache is full"
+    r = index.settings.retrieval
+    saved = (r.dense_weight, r.sparse_weight)
+    r.dense_weight, r.sparse_weight = weights
+    try:
+        fused = [_key(n) for n in _fusion(index, q, top_k=5).retrieve(q)]
+    finally:
+        r.dense_weight, r.sparse_weight = saved
+    single = DenseRetriever(index.vector_store, index.embed_model, 5) if leg == "dense" \
+        else SparseRetriever(index.vector_store, 5)
+    assert fused == [_key(n) for n in single.retrieve(q)][:len(fused)]
+
+
+def test_retrievers_fusion_keyword_boost_multiplies_the_score(index) -> None:
+    q = "how many seconds to wait"
+    keywords = ["wait_time", "self._refill()"]
+    r = index.settings.retrieval
+    boost, r.keyword_boost = r.keyword_boost, 0.0
+    try:  # the same legs (keywords also feed the BM25 query), without the fusion boost
+        plain = {n.node.node_id: n.score for n in _fusion(index, q, top_k=50, keywords=keywords).retrieve(q)}
+    finally:
+        r.keyword_boost = boost
+    boosted = _fusion(index, q, top_k=50, keywords=keywords).retrieve(q)
+    for n in boosted:
+        hits = sum(k in n.node.get_content() for k in ("wait_time", "self._refill()"))
+        assert n.score == pytest.approx(plain[n.node.node_id] * (1 + boost * hits / 2))
+    assert _key(boosted[0]) == ("src/net/rate_limiter.py", "TokenBucketRateLimiter.wait_time")
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("getUserById", ["getUserById"]),
+    ("get_user_by_id", ["get_user_by_id"]),
+    ("LruCache.get", ["LruCache.get"]),
+    ("get", ["get"]),
+    ("where is getUserById called from parse_retry_after", ["getUserById", "parse_retry_after"]),
+    ("get user by id", []),
+    ("how many seconds to wait", []),
+    ("Decimal rounding", []),
+])
+def test_retrievers_query_identifiers(query, expected) -> None:
+    assert query_identifiers(query) == expected
+
+
+def test_retrievers_defines() -> None:
+    assert defines("LruCache.get", "get") and defines("LruCache.get", "LruCache.get") and defines("f", "f")
+    assert not defines("LruCache.get", "Cache.get") and not defines("getter", "get") and not defines("", "get")
+
+
+def test_retrievers_fusion_ranks_the_exact_definition_above_callers(index) -> None:
+    """`web/ui/profile.ts` imports and calls getUserById: the definition still comes first."""
+    fused = [_key(n) for n in _fusion(index, "getUserById").retrieve("getUserById")]
+    assert fused[0] == ("web/api/users.ts", "getUserById")
+    plain = build_retriever(index, SearchOptions(query="getUserById", auto_merge=False), {})
+    plain._definition_boost = 0.0
+    assert [_key(n) for n in plain.retrieve("getUserById")][0] != fused[0]  # the boost is what does it
+
+
+# -- bounded auto-merging ---------------------------------------------------------------------------------
+
+def _auto(index, q: str, **kw) -> list:
+    r = index.settings.retrieval
+    ctx = StorageContext.from_defaults(docstore=index.docstore, vector_store=index.vector_store)
+    args = dict(simple_ratio_thresh=r.merge_ratio, max_parent_lines=r.max_parent_lines,
+                min_score_ratio=r.merge_min_score_ratio)
+    args.update(kw)
+    return BoundedAutoMergingRetriever(_fusion(index, q), ctx, **args).retrieve(q)
+
+
+LRU_QUERY = "LruCache get put evict entries move_to_end"
+
+
+def test_auto_merge_sibling_hits_become_their_parent(index) -> None:
+    fused = _fusion(index, LRU_QUERY).retrieve(LRU_QUERY)
+    kids = [n for n in fused if n.node.metadata["symbol"].startswith("LruCache")]
+    assert len(kids) >= 3
+    merged = _auto(index, LRU_QUERY)
+    parents = [n for n in merged if n.node.metadata["symbol"] == "LruCache" and n.node.metadata["kind"] == "class"]
+    assert len(parents) == 1
+    parent = parents[0]
+    assert (parent.node.metadata["start_line"], parent.node.metadata["end_line"]) == (5, 26)
+    assert parent.score == pytest.approx(max(k.score for k in kids))  # the best child's score, not the mean
+    merged_ids = {n.node.node_id for n in merged}
+    child_ids = {c.node_id for c in parent.node.child_nodes}
+    floor = max(n.score for n in fused) * index.settings.retrieval.merge_min_score_ratio
+    # children that counted are gone; weak ones below the floor may stay
+    assert all(k.node.node_id not in merged_ids for k in kids if k.score >= floor)
+    assert child_ids and [n.score for n in merged] == sorted((n.score for n in merged), reverse=True)
+
+
+def test_auto_merge_never_returns_a_parent_longer_than_the_bound(index) -> None:
+    assert any(n.node.metadata["kind"] == "class" for n in _auto(index, LRU_QUERY, max_parent_lines=22))
+    assert not any(n.node.metadata["kind"] == "class" for n in _auto(index, LRU_QUERY, max_parent_lines=21))
+
+
+def test_auto_merge_ignores_weak_siblings(index) -> None:
+    assert any(n.node.metadata["kind"] == "class" for n in _auto(index, LRU_QUERY, min_score_ratio=0.5))
+    assert not any(n.node.metadata["kind"] == "class" for n in _auto(index, LRU_QUERY, min_score_ratio=1.0))
+
+
+def test_auto_merge_long_class_stays_in_pieces(index) -> None:
+    """Core AutoMergingRetriever would return the whole 130-line class; ours keeps its methods."""
+    q = "format a section of the report as aligned text"
+    ctx = StorageContext.from_defaults(docstore=index.docstore, vector_store=index.vector_store)
+    core = AutoMergingRetriever(_fusion(index, q, top_k=30), ctx, simple_ratio_thresh=0.5).retrieve(q)
+    cls = [n for n in core if n.node.metadata["kind"] == "class"]
+    assert cls and cls[0].node.metadata["end_line"] - cls[0].node.metadata["start_line"] + 1 > 120
+    bounded = _auto(index, q)
+    assert not any(n.node.metadata["kind"] == "class" for n in bounded)
+    assert sum(n.node.metadata["file_path"] == LONG_CLASS_PATH for n in bounded) >= 5
+
+
+@pytest.mark.parametrize("q", ["format the report", LRU_QUERY, "token bucket rate limiter refill",
+                               "user repository email lookup", "README configuration deployment"])
+def test_auto_merge_bound_holds_end_to_end(index, q) -> None:
+    bound = index.settings.retrieval.max_parent_lines
+    res = index.search(q, merge_adjacent=False, max_tokens=20_000, top_k=50)
+    leaves = {(n.metadata["file_path"], n.metadata["start_line"], n.metadata["end_line"])
+              for n in index.vector_store.get_nodes()}
+    for r in res:
+        assert (r.file_path, r.start_line, r.end_line) in leaves or r.end_line - r.start_line + 1 <= bound
+
+
+def test_contains_all() -> None:
+    assert contains_all("a.b(c)", ["a.b", "(c)"]) and contains_all("x", [])
+    assert not contains_all("getUserById", ["getuserbyid"])
