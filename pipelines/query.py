@@ -232,7 +232,8 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     packed = packer.postprocess_nodes(nodes)
     results = [_to_result(n, stale, index.other_locations(n.node.node_id)) for n in packed]
     timings["pack_ms"] = (time.perf_counter() - t3) * 1000
-    out = SearchResults(results, **meta, total_hits=total, freshness=freshness, timings=timings)
+    out = SearchResults(results, **meta, total_hits=total, tokens=opts.max_tokens, freshness=freshness,
+                        timings=timings)
     # Exact guarantee: the rendered payload, frame included, never exceeds the budget.
     while True:
         _measure(out, render_all, count, t0)
@@ -261,14 +262,16 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
 
 
 def _measure(out: SearchResults, render_all, count, t0: float) -> None:
-    """Stamp the latency, then count the payload's tokens as rendered: the count is part of the payload,
-    so count again until the number shown is the number of tokens."""
+    """Stamp the latency, then count the payload's tokens as rendered. The count is part of the payload: a
+    number with as many digits as the one rendered takes as many tokens (cl100k: every 1-3 digit group is one
+    token), so one pass is exact when the width holds; otherwise count again with the new number."""
     out.latency_ms = (time.perf_counter() - t0) * 1000
     for _ in range(4):
         tokens = count(render_all(out))
-        if tokens == out.tokens:
-            return
+        same_width = len(str(tokens)) == len(str(out.tokens))
         out.tokens = tokens
+        if same_width:
+            return
 
 
 def render(results: SearchResults, fmt: OutputFormat) -> str:
