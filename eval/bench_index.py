@@ -30,7 +30,7 @@ still goes through reading, splitting and the docstore, and lands in the manifes
 Usage::
 
     python eval/bench_index.py                      # click 8.1.8, full build
-    python eval/bench_index.py --max-files 40       # a quicker run on the first 40 files
+    python eval/bench_index.py --subdir src         # a quicker run on the library code only
     python eval/bench_index.py --files 2000         # plus the 2,000-file no-change target
 """
 
@@ -150,7 +150,8 @@ def _row(label: str, value: str) -> None:
     print(f"  {label:<34} {value}")
 
 
-def run(corpus: str, max_files: int | None, n_synth: int | None, batch_size: int | None, keep: bool) -> int:
+def run(corpus: str, max_files: int | None, n_synth: int | None, batch_size: int | None, keep: bool,
+        subdir: str = "") -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -165,12 +166,16 @@ def run(corpus: str, max_files: int | None, n_synth: int | None, batch_size: int
     model_dir = settings.model_dir()
     c = CORPORA[corpus]
     src = fetch(corpus)  # pinned version + sha256, cached outside the repository
+    if subdir:
+        src = src / subdir
+        if not src.is_dir():
+            raise SystemExit(f"{corpus} has no folder {subdir!r}")
     work = Path(tempfile.mkdtemp(prefix="coderag-bench-"))
     try:
         root = work / f"{c.name}-{c.version}"
         n_copied = _copy_corpus(src, root, max_files)
-        print(f"coderag index benchmark: {c.package} {c.version} ({c.registry}, sha256 {c.sha256[:12]}...), "
-              f"{n_copied} files copied to {root}")
+        print(f"coderag index benchmark: {c.package} {c.version}{'/' + subdir if subdir else ''} "
+              f"({c.registry}, sha256 {c.sha256[:12]}...), {n_copied} files copied to {root}")
         print(f"  machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
               f"batch size {settings.embedding.batch_size}")
 
@@ -242,13 +247,14 @@ def run(corpus: str, max_files: int | None, n_synth: int | None, batch_size: int
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--corpus", default=DEFAULT_CORPUS, help="name in coderag.eval.corpora (default: click)")
+    p.add_argument("--subdir", default="", metavar="PATH", help="index only this folder of the corpus, e.g. src")
     p.add_argument("--max-files", type=int, default=None, metavar="K", help="index only the first K files")
     p.add_argument("--files", type=int, default=None, metavar="N",
                    help="also build a synthetic tree of N files and time its no-change re-run")
     p.add_argument("--batch-size", type=int, default=None, help="embedding batch size (default: the settings')")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder")
     a = p.parse_args(argv)
-    return run(a.corpus, a.max_files, a.files, a.batch_size, a.keep)
+    return run(a.corpus, a.max_files, a.files, a.batch_size, a.keep, a.subdir)
 
 
 if __name__ == "__main__":

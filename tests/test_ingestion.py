@@ -292,20 +292,23 @@ def test_ingestion_duplicate_gets_a_point_when_its_canonical_copy_is_deleted(tmp
 # -- two writers ----------------------------------------------------------------------------------
 
 HOLD_LOCK = """
-import sys, time
+import sys
 from coderag.lock import WriterLock
 lock = WriterLock(sys.argv[1]).acquire()
 print("locked", flush=True)
-time.sleep(float(sys.argv[2]))
+sys.stdin.readline()  # hold the lock until the test says so
 lock.release()
 """
 
 
 def test_ingestion_second_writer_raises_index_locked_naming_holder(tmp_path: Path) -> None:
+    import threading
+
     root = write_files(tmp_path / "repo", {"README.md": "# Locked\n\nA repository whose index is busy.\n"})
     lock_path = ensure_index_dir(root) / LOCK_NAME
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(lock_path), "2.5"], stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(lock_path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    release = threading.Timer(1.0, holder.communicate, args=("go\n",))
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(IndexLockedError) as info:
@@ -317,9 +320,12 @@ def test_ingestion_second_writer_raises_index_locked_naming_holder(tmp_path: Pat
         assert time.monotonic() - t0 >= 0.5
         assert not (root / ".coderag" / DB_NAME).exists(), "the loser must not touch the index"
         # --wait outlasts the holder: the second writer then runs.
-        s = index(root, wait=30)
-        assert s.indexed == 1
+        release.start()
+        t0 = time.monotonic()
+        s = index(root, wait=60)
+        assert s.indexed == 1 and time.monotonic() - t0 >= 1.0
     finally:
+        release.cancel()
         holder.kill()
         holder.wait()
 
