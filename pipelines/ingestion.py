@@ -21,7 +21,8 @@ from coderag.lock import WriterLock
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file, walk
 from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
-from coderag.store.state import SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE, FileRecord, IndexState
+from coderag.store.state import (SEARCHABLE, STATUS_DIRTY, STATUS_INDEXED, STATUS_SPARSE, FileRecord,
+                                 IndexState)
 
 SPLITTER_VERSION = "1"
 BATCH_FILES = 64
@@ -29,7 +30,7 @@ BATCH_BYTES = 512 * 1024
 OPTIMIZE_MIN_NEW_POINTS = 5_000
 # Skips that say nothing about the content: a chmod (which leaves size and mtime alone) or a file
 # that reappears can make them readable, so they are tried again on every run.
-RETRY_STATUSES = frozenset({"unreadable", "vanished"})
+RETRY_STATUSES = frozenset({"unreadable", "vanished", STATUS_DIRTY})
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -173,9 +174,20 @@ class Ingestion:
         for p in paths:
             dependents |= self.state.dependents(p)
             self._forget(p)
+        self.state.mark_dirty(dependents - set(paths))  # survives a crash before they are re-indexed
         self.state.commit()
         self.summary.removed += len(paths)
         return dependents - set(paths)
+
+    def recover(self) -> None:
+        """Undo what a killed run left half-written: points of files whose batch never committed."""
+        paths = self.state.inflight()
+        if paths:
+            _ = self.pipeline
+            for p in paths:
+                self._forget(p)
+            self.state.clear_inflight(paths)
+            self.state.commit()
 
     def process(self, batch: list[FileEntry], force: bool = False) -> set[str]:
         """Index one batch of new or modified files; commit. Returns dependents to re-index."""
@@ -203,6 +215,10 @@ class Ingestion:
                                                      any(p == e.rel_path for p, _, _ in skips.items)):
                 dependents |= self.state.dependents(e.rel_path)
                 self._forget(e.rel_path)
+        # Committed before any vector is written: a kill from here on is undone by recover().
+        self.state.mark_dirty(dependents - set(stats))
+        self.state.add_inflight(stats)
+        self.state.commit()
         self._filter.skips.counts.clear()
         self._filter.skips.items.clear()
         self._embedder.set_enabled(self.dense)
@@ -239,6 +255,7 @@ class Ingestion:
             if e is not None and path not in stats:
                 self.state.put_file(FileRecord(path, e.size, e.mtime_ns, None, None, reason, 0, 0))
         self._new_points += sum(1 for n in nodes if n.embedding is not None or not self.dense)
+        self.state.clear_inflight(stats)
         self.state.commit()
         for k, v in skips.counts.items():
             self.summary.skipped[k] = self.summary.skipped.get(k, 0) + v
@@ -283,6 +300,7 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
     if not (changes.candidates or changes.removed):
         return
     state = run.state
+    run.recover()
     state.set_meta("fingerprint", fp)
     extra = run.remove(changes.removed) if changes.removed else set()
     total = len(changes.candidates)

@@ -17,6 +17,7 @@ from typing import Iterable, Optional
 SCHEMA_VERSION = "1"
 STATUS_INDEXED = "indexed"
 STATUS_SPARSE = "sparse"  # chunks searchable by BM25; dense vectors still to come
+STATUS_DIRTY = "dirty"  # a duplicate's canonical chunk went away: re-index this file
 SEARCHABLE = (STATUS_INDEXED, STATUS_SPARSE)
 
 _SCHEMA = """
@@ -35,6 +36,7 @@ CREATE TABLE IF NOT EXISTS chunks (
 CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
 CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_path);
 CREATE INDEX IF NOT EXISTS chunks_dup ON chunks(duplicate_of);
+CREATE TABLE IF NOT EXISTS inflight (path TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 
 
@@ -120,6 +122,24 @@ class IndexState:
     def delete_file(self, path: str) -> None:
         self.conn.execute("DELETE FROM files WHERE path=?", (path,))
         self.conn.execute("DELETE FROM chunks WHERE file_path=?", (path,))
+
+    @_locked
+    def mark_dirty(self, paths: Iterable[str]) -> None:
+        """Make the next run re-index these files even though their content did not change."""
+        self.conn.executemany("UPDATE files SET status=? WHERE path=?", [(STATUS_DIRTY, p) for p in paths])
+
+    # -- files whose vectors may be in the shard without a committed manifest entry --
+    @_locked
+    def add_inflight(self, paths: Iterable[str]) -> None:
+        self.conn.executemany("INSERT OR IGNORE INTO inflight VALUES (?)", [(p,) for p in paths])
+
+    @_locked
+    def clear_inflight(self, paths: Iterable[str]) -> None:
+        self.conn.executemany("DELETE FROM inflight WHERE path=?", [(p,) for p in paths])
+
+    @_locked
+    def inflight(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT path FROM inflight ORDER BY path")]
 
     @_locked
     def counts(self) -> dict[str, int]:
