@@ -93,7 +93,7 @@ def write_chart(summary: dict[str, dict[str, dict[str, float]]], path: Path) -> 
     tokens = [0 if t is None or math.isnan(t) else t for t in tokens]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     ax1.bar(variants, recall, color="#4C72B0")
-    ax1.set_ylim(0, 1)
+    ax1.set_ylim(0, 1.1)
     ax1.set_title("Recall@5 (file level)")
     for i, r in enumerate(recall):
         ax1.text(i, r + 0.02, f"{r:.2f}", ha="center")
@@ -143,6 +143,11 @@ def _main(argv: list[str]) -> int:
             paths.append(Path(a) / RESULTS_NAME if Path(a).is_dir() else Path(a))
     if not paths:
         print("usage: python -m coderag.eval.report RUN.json|DIR [...] [--variants=full,hybrid]", file=sys.stderr)
+        return 2
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        print(f"error: no saved run at {', '.join(missing)} (coderag eval --out DIR writes DIR/{RESULTS_NAME})",
+              file=sys.stderr)
         return 2
     print(compare(paths, variants))
     return 0

@@ -156,3 +156,16 @@ def test_cli_eval_rejects_bad_options(args, message, corpus: Path, tmp_path: Pat
     res = CliRunner().invoke(main, base + ([] if "--variants" in args else ["--variants", "bm25"]) + args)
     assert res.exit_code == 2, res.output
     assert message in res.output
+
+
+def test_compare_puts_saved_runs_side_by_side(run, tmp_path: Path):
+    from coderag.eval.report import compare
+
+    a = write_run(run, tmp_path / "a")["results"]
+    data = json.loads(a.read_text())
+    data["meta"]["overrides"] = {"dense_weight": 2}
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(data))
+    table = compare([a, b], variants=["full"])
+    assert "| full [defaults] | 3 |" in table and "| full [dense_weight=2] | 3 |" in table
+    assert "bm25" not in table
