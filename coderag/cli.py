@@ -73,6 +73,7 @@ def main() -> None:
     coderag init-claude       set up Claude Code in this repository (MCP server, CLAUDE.md, /search)
     coderag mcp               the MCP server (stdio) that Claude Code starts
     coderag serve             keep an index warm in the foreground; other commands become its clients
+    coderag eval              recall, MRR, nDCG, tokens and latency on labelled queries, per variant
     """
 
 
