@@ -117,6 +117,7 @@ def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filt
     fusion = WeightedRRFFusionRetriever(
         legs, retriever_weights=weights, llm=MockLLM(), mode="reciprocal_rerank", num_queries=1, use_async=False,
         similarity_top_k=opts.top_k or r.fusion_top_k, keywords=opts.keywords, keyword_boost=r.keyword_boost,
+        tests_docs_weight=r.tests_docs_weight,
         timings=timings)
     if not opts.auto_merge:
         return fusion

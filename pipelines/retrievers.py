@@ -11,7 +11,7 @@ from llama_index.core.retrievers import AutoMergingRetriever, QueryFusionRetriev
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters, VectorStoreQuery, VectorStoreQueryMode
 
-from coderag.nodes.keys import END_LINE_KEY, START_LINE_KEY, SYMBOL_KEY
+from coderag.nodes.keys import END_LINE_KEY, FILE_PATH_KEY, LANGUAGE_KEY, START_LINE_KEY, SYMBOL_KEY
 
 DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
 DEFAULT_DEFINITION_BOOST = 0.5
@@ -98,6 +98,18 @@ class SparseRetriever(_StoreRetriever):
         return self._wrap(res)
 
 
+_DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})
+_TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing"})
+_TEST_FILE = re.compile(r"(^test_.*|.*_test\.\w+|.*\.(test|spec)\.\w+|conftest\.py)$")
+
+
+def is_tests_or_docs(path: str, language: str) -> bool:
+    """Tests, docs and plain text: usually not where a behaviour is implemented."""
+    parts = path.split("/")
+    return (language in _DOC_LANGUAGES or any(p in _TEST_DIRS for p in parts[:-1])
+            or _TEST_FILE.match(parts[-1]) is not None or parts[0] in ("doc", "docs"))
+
+
 class WeightedRRFFusionRetriever(QueryFusionRetriever):
     """QueryFusionRetriever whose reciprocal-rank mode honours `retriever_weights` (core's ignores them),
     keys results by node id, boosts results that contain the query's keywords, and boosts the
@@ -107,8 +119,10 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
 
     def __init__(self, *args: Any, rrf_k: float = DEFAULT_RRF_K, keywords: Sequence[str] = (),
                  keyword_boost: float = 0.5, definition_boost: float = DEFAULT_DEFINITION_BOOST,
-                 timings: Optional[Dict[str, float]] = None, **kwargs: Any) -> None:
+                 tests_docs_weight: float = 1.0, timings: Optional[Dict[str, float]] = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._tests_docs_weight = tests_docs_weight
         self._rrf_k = rrf_k
         self._keywords = list(keywords)
         self._keyword_boost = keyword_boost
@@ -136,6 +150,11 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                 symbol = nws.node.metadata.get(SYMBOL_KEY) or ""
                 hits = sum(1 for i in idents if defines(symbol, i))
                 fused[nid] *= 1.0 + self._definition_boost * hits / len(idents)
+        if self._tests_docs_weight != 1.0:
+            for nid, nws in by_id.items():
+                m = nws.node.metadata
+                if is_tests_or_docs(m.get(FILE_PATH_KEY, ""), m.get(LANGUAGE_KEY, "")):
+                    fused[nid] *= self._tests_docs_weight
         out = []
         for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True):
             nws = by_id[nid]
