@@ -6,7 +6,7 @@ import re
 from typing import Iterable
 
 GLOB_EXAMPLES = "'src/**/*.py', '*.md', 'src/**/*.ts,!**/*.test.ts', '!tests/**'"
-_SPLIT = re.compile(r"[,\s]+")
+_SPLIT = re.compile(r"\s*,\s*")  # commas separate patterns; a space may be part of a path
 
 
 def _check(pattern: str, original: str) -> None:
@@ -36,7 +36,7 @@ def _check(pattern: str, original: str) -> None:
 
 
 class FilePattern:
-    """A compiled `file_pattern`: comma- or space-separated globs; a leading `!` excludes.
+    """A compiled `file_pattern`: comma-separated globs; a leading `!` excludes.
 
     Examples:
         >>> fp = FilePattern("src/**/*.py,!src/legacy/**")

@@ -32,7 +32,7 @@ PATHS = [
     ("*.go", ["cmd/server/main.go"]),
     ("!tests/**", [p for p in PATHS if not p.startswith("tests/")]),
     ("web/**/*.ts,!**/*.test.ts", ["web/api/users.ts"]),
-    ("src/**/*.py !src/legacy/**", ["src/app.py", "src/auth/login.py", "src/données/ünï.py"]),
+    ("src/**/*.py , !src/legacy/**", ["src/app.py", "src/auth/login.py", "src/données/ünï.py"]),
     ("src/**/*.py, *.md, !tests/**", ["README.md", "docs/guide/setup.md", "src/app.py", "src/auth/login.py",
                                       "src/données/ünï.py", "src/legacy/old.py"]),
     ("src/données/*.py", ["src/données/ünï.py"]),
@@ -76,3 +76,9 @@ def test_globs_malformed_pattern_is_a_clear_value_error(pattern: str, problem: s
 def test_globs_escaped_bracket_is_not_unclosed() -> None:
     assert FilePattern(r"docs/\[draft\]*.md").select(["docs/[draft]notes.md", "docs/notes.md"]) == [
         "docs/[draft]notes.md"]
+
+
+def test_globs_a_space_belongs_to_the_path() -> None:
+    """Only commas separate patterns: `docs/user guide.md` is one path, not two patterns."""
+    fp = FilePattern("docs/user guide.md")
+    assert fp.matches("docs/user guide.md") and not fp.matches("docs/user") and not fp.matches("guide.md")

@@ -131,7 +131,9 @@ NORMALIZE_PY = '''\
             text = self.collapse_whitespace(text)
             return text.lower() if self.lowercase else text
     '''
-FILES = {**TINY_FILES, "src/text/normalize.py": NORMALIZE_PY}
+# The expand test needs a method hit to stay a method: pin the auto-merge ratio it was written for
+# (the tuned default, 0.3, merges 2 of TextNormalizer's 6 children into the class).
+FILES = {**TINY_FILES, "src/text/normalize.py": NORMALIZE_PY, "qdrant.yaml": "retrieval:\n  merge_ratio: 0.5\n"}
 
 
 @pytest.fixture(scope="module")

@@ -54,11 +54,19 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+# These tests check the mechanisms (RRF arithmetic, merge bounds), so they pin the knobs they were
+# written for instead of following the tuned defaults (equal weights, no path prior, ratio 0.5).
+MECHANISM_SETTINGS = {"dense_weight": 1.0, "sparse_weight": 1.0, "tests_docs_weight": 1.0, "merge_ratio": 0.5,
+                      "cut_ratio": 0.0, "fusion_top_k": 20}
+
+
 @pytest.fixture(scope="module")
 def index(repo: Path):
     from coderag import CodeIndex
 
-    with CodeIndex.open(repo, settings=Settings(), create=False) as idx:
+    settings = Settings()
+    settings.retrieval = settings.retrieval.model_copy(update=MECHANISM_SETTINGS)
+    with CodeIndex.open(repo, settings=settings, create=False) as idx:
         yield idx
 
 
