@@ -33,6 +33,9 @@ def load_embed_model(model_dir: str | Path, batch_size: int = DEFAULT_BATCH_SIZE
     if threads:
         torch.set_num_threads(threads)
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars on stderr on every load
 
     try:
         return HuggingFaceEmbedding(model_name=str(path), device="cpu", embed_batch_size=batch_size,

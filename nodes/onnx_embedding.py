@@ -78,9 +78,14 @@ def export_onnx(model_dir: Path) -> Optional[Path]:
         axes = {k: {0: "batch", 1: "seq"} for k in ("input_ids", "attention_mask", "token_type_ids", "last_hidden_state")}
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".tmp")
-        torch.onnx.export(_Wrapper(model), (ids, ids, torch.zeros_like(ids)), str(tmp),
-                          input_names=["input_ids", "attention_mask", "token_type_ids"],
-                          output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+        import warnings
+
+        with warnings.catch_warnings():  # tracer notes about constant shapes: expected, and noise to a user
+            warnings.simplefilter("ignore")
+            torch.onnx.export(_Wrapper(model), (ids, ids, torch.zeros_like(ids)), str(tmp),
+                              input_names=["input_ids", "attention_mask", "token_type_ids"],
+                              output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=OPSET,
+                              dynamo=False)
         os.replace(tmp, out)
         return out
     except Exception as exc:  # the torch path stays available; this is only an accelerator
