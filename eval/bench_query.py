@@ -1,0 +1,491 @@
+"""Query benchmark: warm latency per retriever variant and per stage over >= 50,000 leaf chunks of real code,
+the cold latency of one ``coderag search`` process, and RSS.
+
+Not a test: it prints numbers. Targets (warm, full pipeline, default options): p50 <= 20 ms, p95 <= 60 ms.
+
+Corpus: pinned PyPI source distributions (sha256-checked), downloaded once into a cache outside the
+repository (``$CODERAG_CACHE_DIR/bench/query``, else ``~/.cache/coderag/bench/query``); the chosen
+folders of each are extracted side by side into one folder and indexed there with the default
+settings (``<cache>/bench/query/corpus/.coderag``): all of Django 5.1.4 (code, tests, docs) and
+SQLAlchemy 2.0.36's library, about 100,000 leaf chunks. (The whole three sdists of Django,
+SQLAlchemy and NumPy make 367,000 leaf chunks and a 7 GB docstore, too much to rebuild often.)
+
+``--fake-dense``: embedding every chunk with the real model costs about 50 ms of CPU per chunk
+(40 CPU-minutes per 50,000). The benchmark measures queries, and the store's dense search
+(HNSW, or brute force under its threshold) costs the same for any vectors of the same size and
+count, so with this flag the build runs the very same IngestionPipeline (reader, filter, AST
+splitter, breadcrumbs, dedup, CachedEmbedder, Edge + SQLite writes, HNSW build) with a
+deterministic cheap embedder: a unit vector drawn from a seed that is the hash of the text
+(384 floats, like all-MiniLM-L6-v2). Queries are embedded by the real model, so the "embed"
+stage is real; dense results are meaningless, dense timings are not. Such an index is marked
+(``.coderag/bench_query.json``) and rebuilt when the flag changes; its chunk-hash cache holds
+fake vectors, so never copy it elsewhere. Without the flag every chunk is embedded for real.
+
+Queries (``--queries N``, default 300, fixed seed): half identifiers sampled from the index's own
+symbols, spelled as written, in the other convention (snake_case <-> camelCase), or as spaced
+words; half natural language (first sentences of sampled docstrings, and a fixed list).
+
+What it prints:
+
+* the index: files, leaf chunks, nodes, build time (when this run built it);
+* per variant (hybrid, bm25, dense, hybrid without auto-merge): warm p50/p95/p99 of the whole
+  ``CodeIndex.search`` call and of each stage in ``res.timings`` (query embedding, each leg,
+  fusion, parent merge, adjacent merge, packing);
+* cold: wall time of ``coderag search`` processes (import, open, model load, first query), and
+  the latency the process itself reported;
+* RSS: this process after the warm runs (index open, model loaded), and the peak of the
+  ``coderag search`` processes.
+
+The build runs in a child process (``--build-only``), so the measuring process's RSS is that of
+an open index, not of an indexer.
+
+Usage::
+
+    python eval/bench_query.py --fake-dense             # build once (minutes), then measure
+    python eval/bench_query.py --fake-dense --queries 500 --cold 5
+    python eval/bench_query.py                           # real vectors for every chunk (hours on a laptop CPU)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+PYPI_SIMPLE_URL = os.environ.get("CODERAG_PYPI_SIMPLE_URL", "https://pypi.org/simple")
+MIN_LEAF_CHUNKS = 50_000
+TARGET_P50_MS = 20.0
+TARGET_P95_MS = 60.0
+DIM = 384
+MARKER = "bench_query.json"
+VARIANTS = {
+    "hybrid": dict(retriever="hybrid"),
+    "bm25": dict(retriever="bm25"),
+    "dense": dict(retriever="dense"),
+    "hybrid, no auto-merge": dict(retriever="hybrid", auto_merge=False),
+}
+# res.timings: embed_ms (query embedding), dense_ms / bm25_ms (each leg: store query + payload -> nodes),
+# fusion_ms (weighted RRF), merge_parents_ms (auto-merge), merge_adjacent_ms (read the files, merge),
+# pack_ms (token packing), total_ms (run_search up to the final token count of the payload).
+STAGES = ("embed_ms", "dense_ms", "bm25_ms", "fusion_ms", "merge_parents_ms", "merge_adjacent_ms", "pack_ms",
+          "total_ms")
+FIXED_NL_QUERIES = [
+    "where are database migrations applied", "how is a CSRF token checked on a form post",
+    "parse an HTTP date header", "hash a password with a salt", "cache a template after compiling it",
+    "escape HTML in a string", "connection pool recycles stale connections", "lazy loading of a relationship",
+    "compile a SELECT statement to SQL", "reflect the columns of an existing table", "round a decimal field",
+    "send an email with an attachment", "time zone conversion of a datetime", "sign a cookie value",
+    "paginate a list of objects", "validate an email address", "the session is flushed before a query",
+    "retry a transaction after a deadlock", "serialize a model instance to JSON",
+    "load fixtures into the test database",
+]
+COLD_QUERIES = ["where are database migrations applied", "QuerySet.select_related", "connection pool pre ping",
+                "get_object_or_404", "serialize a model instance to JSON"]
+
+
+@dataclass(frozen=True)
+class Sdist:
+    name: str
+    version: str
+    archive: str
+    sha256: str
+    subdirs: tuple[str, ...] = ()  # folders of the archive's top directory to index; () = all of it
+
+    @property
+    def key(self) -> str:
+        return f"{self.archive}:{self.sha256}:{','.join(self.subdirs)}"
+
+
+SOURCES = (
+    Sdist("django", "5.1.4", "Django-5.1.4.tar.gz",
+          "de450c09e91879fa5a307f696e57c851955c910a438a35e6b4c895e86bedc82a"),
+    Sdist("sqlalchemy", "2.0.36", "sqlalchemy-2.0.36.tar.gz",
+          "7f2767680b6d2398aea7082e45a774b2b0767b5c8d8ffb9c8b683088ea9b29c5", subdirs=("lib",)),
+)
+
+
+# -- corpus ---------------------------------------------------------------------------------------------
+
+def bench_dir() -> Path:
+    base = os.environ.get("CODERAG_CACHE_DIR")
+    return (Path(base).expanduser() if base else Path.home() / ".cache" / "coderag") / "bench" / "query"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _download(sd: Sdist, dest: Path) -> None:
+    """Find the archive on the PyPI simple index (JSON form) and download it."""
+    req = urllib.request.Request(f"{PYPI_SIMPLE_URL.rstrip('/')}/{sd.name}/",
+                                 headers={"Accept": "application/vnd.pypi.simple.v1+json",
+                                          "User-Agent": "coderag-bench"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        files = json.load(resp)["files"]
+    url = next((f["url"] for f in files if f["filename"] == sd.archive), None)
+    if url is None:
+        raise SystemExit(f"{sd.archive} is not listed on {PYPI_SIMPLE_URL}/{sd.name}/")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".part")
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": "coderag-bench"}),
+                                timeout=600) as resp, tmp.open("wb") as out:
+        shutil.copyfileobj(resp, out)
+    tmp.replace(dest)
+
+
+def fetch_corpus(log) -> Path:
+    """Download, verify and extract every sdist into <cache>/corpus/<name>-<version>; return the corpus root."""
+    base = bench_dir()
+    corpus = base / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    wanted = {f"{sd.name}-{sd.version}" for sd in SOURCES}
+    for old in corpus.iterdir():
+        if old.is_dir() and not old.name.startswith(".") and old.name not in wanted:
+            log(f"removing {old} (not in the corpus any more)")
+            shutil.rmtree(old)
+    for sd in SOURCES:
+        target = corpus / f"{sd.name}-{sd.version}"
+        stamp = base / "sources" / f"{sd.name}-{sd.version}"  # what the extracted folder holds
+        try:
+            if stamp.read_text() == sd.key and target.is_dir():
+                continue
+        except OSError:
+            pass
+        shutil.rmtree(target, ignore_errors=True)
+        archive = base / "archives" / sd.archive
+        if not archive.is_file() or _sha256(archive) != sd.sha256:
+            log(f"downloading {sd.archive}")
+            _download(sd, archive)
+        if _sha256(archive) != sd.sha256:
+            raise SystemExit(f"sha256 mismatch for {archive}: expected {sd.sha256}. Delete it and run again.")
+        log(f"extracting {sd.archive}")
+        tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=corpus))
+        try:
+            with tarfile.open(archive, "r:*") as tar:
+                members = [m for m in tar.getmembers() if (m.isfile() or m.isdir())
+                           and not m.name.startswith("/") and ".." not in Path(m.name).parts]
+                tar.extractall(tmp, members=members, filter="data")
+            (top,) = [p for p in tmp.iterdir()]
+            if sd.subdirs:
+                keep = tmp / "keep"
+                keep.mkdir()
+                for sub in sd.subdirs:
+                    (top / sub).rename(keep / sub)
+                top = keep
+            top.rename(target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        stamp.parent.mkdir(exist_ok=True)
+        stamp.write_text(sd.key)
+    return corpus
+
+
+# -- the cheap deterministic embedder ----------------------------------------------------------------------
+
+def hash_embedding_class():
+    """A LlamaIndex BaseEmbedding whose vector is a pure function of the text (seeded Gaussian, unit length)."""
+    import numpy as np
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    def vec(text: str) -> list[float]:
+        seed = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+        v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+        return (v / np.linalg.norm(v)).tolist()
+
+    class HashEmbedding(BaseEmbedding):
+        @classmethod
+        def class_name(cls) -> str:
+            return "HashEmbedding"
+
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return vec(query)
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return vec(query)
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return vec(text)
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return [vec(t) for t in texts]
+
+    return HashEmbedding
+
+
+# -- build (child process) -------------------------------------------------------------------------------
+
+def build(root: Path, fake_dense: bool) -> None:
+    """Index `root` with the default settings through the normal ingestion pipeline; print one JSON line."""
+    from coderag.config import Settings
+    from coderag.lock import WriterLock
+    from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
+    from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, sync
+    from coderag.store.state import IndexState
+
+    t0 = time.perf_counter()
+    settings = Settings()
+    idx = ensure_index_dir(root)
+    marker = {"fake_dense": fake_dense, "sources": [s.key for s in SOURCES]}
+    loader = (lambda: hash_embedding_class()(embed_batch_size=settings.embedding.batch_size)) if fake_dense else None
+    last = [0.0]
+
+    def progress(phase: str, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if phase in ("files", "optimize") and (now - last[0] > 15 or phase == "optimize" or done == total):
+            last[0] = now
+            print(f"  [{now - t0:7.0f} s] {phase} {done}/{total}", file=sys.stderr, flush=True)
+
+    with WriterLock(idx / LOCK_NAME).acquire():
+        state = IndexState(idx / DB_NAME)
+        try:
+            changes = detect_changes(root, state, settings)
+            run = Ingestion(root, settings, state, progress, embed_loader=loader)
+            s = run.summary
+            s.files_seen, s.unchanged = len(changes.entries), changes.unchanged
+            sync(run, changes, fingerprint(settings), progress)
+        finally:
+            state.close()
+    (idx / MARKER).write_text(json.dumps(marker) + "\n")
+    print(json.dumps({"files": s.files_seen, "indexed": s.indexed, "chunks": s.chunks, "nodes": s.nodes,
+                      "embedded": s.embedded, "seconds": round(time.perf_counter() - t0, 1),
+                      "peak_rss_mb": round(peak_rss_mb(), 0)}), flush=True)
+
+
+def ensure_index(root: Path, fake_dense: bool, log) -> Optional[dict]:
+    """Build the index in a child process unless a complete one with the same flag is there."""
+    from coderag.nodes.ignore import INDEX_DIR_NAME
+
+    idx = root / INDEX_DIR_NAME
+    want = {"fake_dense": fake_dense, "sources": [s.key for s in SOURCES]}
+    try:
+        if json.loads((idx / MARKER).read_text()) == want:
+            return None
+    except (OSError, ValueError):
+        pass
+    if idx.exists():
+        log(f"removing {idx} (built with other options, or unfinished)")
+        shutil.rmtree(idx)
+    log(f"building the index of {root} ({'fake' if fake_dense else 'real'} dense vectors); this takes a while")
+    cmd = [sys.executable, __file__, "--build-only"] + (["--fake-dense"] if fake_dense else [])
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"build failed (exit {proc.returncode})")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# -- queries -----------------------------------------------------------------------------------------------
+
+_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def other_spelling(name: str) -> str:
+    parts = [p.lower() for p in _PARTS.findall(name)]
+    if "_" in name.strip("_"):
+        return parts[0] + "".join(p.title() for p in parts[1:])
+    return "_".join(parts)
+
+
+def make_queries(index, n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """(kind, query) pairs: identifiers from the index's symbols and sentences from its docstrings."""
+    rng = random.Random(seed)
+    names, sentences = set(), set()
+    # Streamed from the docstore's table: loading every node as an object would cost GBs of RSS.
+    rows = index.state.conn.execute("SELECT value FROM kv WHERE collection = 'nodes/data' ORDER BY key")
+    for (value,) in rows:
+        data = json.loads(value)["__data__"]
+        m = data["metadata"]
+        if m.get("kind") in ("function", "method", "class") and m.get("symbol"):
+            name = m["symbol"].rsplit(".", 1)[-1]
+            if len(_PARTS.findall(name)) >= 2 and not name.startswith("test"):
+                names.add(name)
+        if m.get("language") == "python" and m.get("is_leaf", True):
+            doc = re.search(r'"""([A-Z][a-z][^".\n]{20,90})[.\n]', data["text"])
+            if doc:
+                sentences.add(doc.group(1).strip())
+    names, sentences = sorted(names), sorted(sentences)
+    queries: list[tuple[str, str]] = []
+    for i, name in enumerate(rng.sample(names, min(n // 2, len(names)))):
+        form = i % 3
+        if form == 0:
+            queries.append(("identifier", name))
+        elif form == 1:
+            queries.append(("other spelling", other_spelling(name)))
+        else:
+            queries.append(("spaced words", " ".join(p.lower() for p in _PARTS.findall(name))))
+    nl = FIXED_NL_QUERIES + rng.sample(sentences, min(max(0, n - len(queries) - len(FIXED_NL_QUERIES)),
+                                                      len(sentences)))
+    queries += [("natural language", q) for q in nl]
+    return queries[:n]
+
+
+# -- measurement -----------------------------------------------------------------------------------------
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))]
+
+
+def warm_runs(index, queries: list[tuple[str, str]], opts: dict, warmup: int = 10) -> dict[str, Any]:
+    for _, q in queries[:warmup]:
+        index.search(q, **opts)
+    walls: list[float] = []
+    stages: dict[str, list[float]] = {}
+    returned, tokens = [], []
+    for _, q in queries:
+        t0 = time.perf_counter()
+        res = index.search(q, **opts)
+        walls.append((time.perf_counter() - t0) * 1000)
+        for k, v in res.timings.items():
+            stages.setdefault(k, []).append(v)
+        returned.append(len(res))
+        tokens.append(res.tokens)
+    return {"wall": walls, "stages": stages, "returned": statistics.mean(returned), "tokens": statistics.mean(tokens)}
+
+
+def cold_runs(root: Path, queries: list[str]) -> list[tuple[float, float]]:
+    """(wall ms of the process, latency_ms it reported) for one `coderag search` process per query."""
+    exe = Path(sys.executable).with_name("coderag")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "coderag.cli"]
+    out = []
+    for q in queries:
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd + ["search", q, "--root", str(root), "--format", "xml"], capture_output=True,
+                              text=True)
+        wall = (time.perf_counter() - t0) * 1000
+        if proc.returncode != 0:
+            raise SystemExit(f"coderag search failed: {proc.stderr[-2000:]}")
+        reported = float(re.search(r"<latency_ms>([\d.]+)</latency_ms>", proc.stdout).group(1))
+        out.append((wall, reported))
+    return out
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fake-dense", action="store_true",
+                    help="store deterministic cheap vectors instead of embedding every chunk (queries stay real)")
+    ap.add_argument("--queries", type=int, default=300, help="warm queries per variant")
+    ap.add_argument("--cold", type=int, default=3, help="coderag search processes for the cold latency")
+    ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    def log(msg: str) -> None:
+        print(f"# {msg}", file=sys.stderr, flush=True)
+
+    root = fetch_corpus(log)
+    if args.build_only:
+        build(root, args.fake_dense)
+        return 0
+    built = ensure_index(root, args.fake_dense, log)
+
+    print(f"coderag query benchmark: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
+          f"Python {sys.version.split()[0]}")
+    print(f"corpus: {', '.join(f'{s.name} {s.version}' for s in SOURCES)} -> {root}")
+    print(f"dense vectors: {'fake (hash of the text, --fake-dense); query embedding real' if args.fake_dense else 'real'}")
+    if built:
+        print(f"build: {built['files']} files seen, {built['indexed']} indexed, {built['chunks']} leaf chunks, "
+              f"{built['nodes']} nodes, {built['embedded']} embedded, {built['seconds']:.0f} s, "
+              f"peak RSS {built['peak_rss_mb']:.0f} MB")
+
+    cold = cold_runs(root, COLD_QUERIES[:args.cold])
+
+    from coderag.config import Settings
+    from coderag.pipelines.code_index import CodeIndex
+
+    t0 = time.perf_counter()
+    index = CodeIndex.open(root, settings=Settings(), create=False)
+    try:
+        counts = index.state.counts()
+        leaves = index.vector_store.count()
+        open_ms = (time.perf_counter() - t0) * 1000
+        queries = make_queries(index, args.queries)
+        kinds = {}
+        for k, _ in queries:
+            kinds[k] = kinds.get(k, 0) + 1
+        r = index.settings.retrieval
+        print(f"index: {counts['files']} files, {leaves} leaf chunks in the store ({counts['nodes']} nodes in all); "
+              f"opened in {open_ms:.0f} ms")
+        if leaves < MIN_LEAF_CHUNKS:
+            print(f"WARNING: fewer than {MIN_LEAF_CHUNKS} leaf chunks")
+        print(f"settings: dense_top_k {r.dense_top_k}, sparse_top_k {r.sparse_top_k}, fusion_top_k "
+              f"{r.fusion_top_k}, max_tokens 4000, format xml")
+        print(f"queries: {len(queries)} ({', '.join(f'{v} {k}' for k, v in kinds.items())}); "
+              f"e.g. {', '.join(repr(q) for _, q in queries[::max(1, len(queries) // 5)][:5])}")
+        print()
+        header = f"{'warm, ms':<24}" + "".join(f"{s:>18}" for s in ("p50", "p95", "p99"))
+        t1 = time.perf_counter()
+        for _, q in queries:  # one pass first: the shard's and the files' pages are in memory from now on
+            index.search(q)
+        print(f"warm-up pass: {len(queries)} hybrid searches in {time.perf_counter() - t1:.1f} s")
+        print()
+        results = {}
+        for name, opts in VARIANTS.items():
+            results[name] = warm_runs(index, queries, opts)
+        for name, res in results.items():
+            print(f"{name}: {res['returned']:.1f} results, {res['tokens']:.0f} tokens on average")
+            print(header)
+            print(f"{'CodeIndex.search wall':<24}" + "".join(f"{pct(res['wall'], p):>18.1f}" for p in (50, 95, 99)))
+            for stage in STAGES:
+                if stage in res["stages"]:
+                    v = res["stages"][stage]
+                    print(f"{stage:<24}" + "".join(f"{pct(v, p):>18.2f}" for p in (50, 95, 99)))
+            print()
+        rss_warm = current_rss_mb()
+    finally:
+        index.close()
+
+    hybrid = results["hybrid"]["wall"]
+    p50, p95 = pct(hybrid, 50), pct(hybrid, 95)
+    print(f"target (hybrid, full pipeline, warm): p50 {p50:.1f} ms (<= {TARGET_P50_MS:.0f}: "
+          f"{'ok' if p50 <= TARGET_P50_MS else 'MISSED'}), p95 {p95:.1f} ms (<= {TARGET_P95_MS:.0f}: "
+          f"{'ok' if p95 <= TARGET_P95_MS else 'MISSED'})")
+    by_kind: dict[str, list[float]] = {}
+    for (kind, _), ms in zip(queries, hybrid):
+        by_kind.setdefault(kind, []).append(ms)
+    print("hybrid by query kind, p50/p95 ms: " + ", ".join(
+        f"{k} {pct(v, 50):.1f}/{pct(v, 95):.1f}" for k, v in by_kind.items()))
+    print()
+    for (wall, reported), q in zip(cold, COLD_QUERIES):
+        print(f"cold `coderag search {q!r}`: {wall:.0f} ms wall, {reported:.0f} ms reported by the process "
+              "(open + model load + query)")
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"RSS: this process after the warm runs {rss_warm:.0f} MB (peak {peak_rss_mb():.0f} MB); "
+          f"peak of a child process (coderag search{', build' if built else ''}) {children:.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
