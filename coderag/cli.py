@@ -176,7 +176,7 @@ def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str
         finally:
             index.close()
     if fmt == "json":
-        click.echo(res.to_json(indent=2))
+        click.echo(res.to_json())  # compact: the budget was counted on exactly this text
     elif fmt == "xml":
         click.echo(res.to_xml())
     else:
@@ -264,8 +264,8 @@ def init_claude_cmd(root: Path, force: bool) -> None:
 
 
 def _print_text(res) -> None:
-    if not res:
-        click.echo(res.message)
+    if not res or not sys.stdout.isatty():
+        click.echo(res.to_text().rstrip("\n"))  # exactly the payload the budget was counted on
         return
     try:
         from rich.console import Console

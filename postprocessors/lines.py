@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Optional
+
+# Lines of recently read files, keyed by path and checked against (size, mtime_ns) on every use:
+# a resident process re-reads a file only when it changed.
+_CACHE: "OrderedDict[str, tuple[int, int, list[str]]]" = OrderedDict()
+_CACHE_MAX = 512
+_CACHE_LOCK = threading.Lock()
 
 
 class LineSource:
@@ -16,6 +25,18 @@ class LineSource:
     def lines(self, rel_path: str) -> Optional[list[str]]:
         """The file's lines, or None if it is gone or unreadable."""
         if rel_path not in self._cache:
+            path = str(self.root / rel_path)
+            try:
+                st = os.stat(path)
+            except OSError:
+                self._cache[rel_path] = None
+                return None
+            with _CACHE_LOCK:
+                hit = _CACHE.get(path)
+                if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+                    _CACHE.move_to_end(path)
+                    self._cache[rel_path] = hit[2]
+                    return hit[2]
             try:
                 data = (self.root / rel_path).read_bytes()
                 if data.startswith(b"\xef\xbb\xbf"):
@@ -25,6 +46,10 @@ class LineSource:
                 if len(lines) > 1 and lines[-1] == "":
                     lines.pop()
                 self._cache[rel_path] = lines
+                with _CACHE_LOCK:
+                    _CACHE[path] = (st.st_size, st.st_mtime_ns, lines)
+                    while len(_CACHE) > _CACHE_MAX:
+                        _CACHE.popitem(last=False)
             except (OSError, UnicodeDecodeError):
                 self._cache[rel_path] = None
         return self._cache[rel_path]

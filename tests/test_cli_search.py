@@ -16,12 +16,8 @@ from coderag.cli import main
 from test_query import RETRIEVAL_FILES
 
 CODERAG = str(Path(sys.executable).with_name("coderag"))
-# Known bug, left for the CLI's owner: `coderag search --format json` prints res.to_json(indent=2), while the
-# budget was counted on res.to_json(); the indentation adds about 10% tokens. Fix: click.echo(res.to_json()).
-CLI_JSON_INDENT_BUG = pytest.mark.xfail(strict=True, reason="cli.py prints indented JSON past --max-tokens")
-# Same for --format text: the budget is counted on render_text(), but the CLI prints rich panels (line numbers,
-# lines padded to the console width) when rich is importable, which it is here.
-CLI_RICH_TEXT_BUG = pytest.mark.xfail(strict=True, reason="cli.py prints rich text, not the budgeted payload")
+# Regression (found by this suite): the CLI printed indented JSON and, off a terminal, rich panels, both past
+# the budget that was counted on the compact payload. It now prints exactly what was counted.
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +71,8 @@ def test_cli_search_text(repo: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt, max_tokens", [("xml", 300), ("xml", 1000),
-                                             pytest.param("json", 300, marks=CLI_JSON_INDENT_BUG),
-                                             pytest.param("text", 300, marks=CLI_RICH_TEXT_BUG)])
+                                             pytest.param("json", 300),
+                                             pytest.param("text", 300)])
 def test_cli_search_output_fits_max_tokens(repo: Path, fmt: str, max_tokens: int) -> None:
     res = search(repo, "round the sales tax to whole cents", "--format", fmt, "--max-tokens", str(max_tokens))
     assert res.exit_code == 0, res.output
