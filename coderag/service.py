@@ -262,13 +262,27 @@ class IndexService:
             if idx is not self.index:
                 return
             t0 = time.perf_counter()
-            if rules_changed or len(rels) > WATCH_FULL_SCAN_THRESHOLD:
+            if rules_changed or len(rels) > WATCH_FULL_SCAN_THRESHOLD or self._has_folder_event(rels):
                 summary = idx.refresh()
             else:
-                summary = idx.refresh(paths=[r for r in rels if not (self.root / r).is_dir()])
+                summary = idx.refresh(paths=rels)
             if summary.indexed or summary.removed:
                 log.info("watcher: %d indexed, %d removed in %.0f ms", summary.indexed, summary.removed,
                          (time.perf_counter() - t0) * 1000)
+
+    def _has_folder_event(self, rels: list[str]) -> bool:
+        """A folder created, moved in, moved out or deleted: its files may have had no event of their own
+        (a tree moved as a whole; files written before a new folder was watched), so rescan the tree."""
+        state, known = self.index.state, None
+        for r in rels:
+            p = self.root / r
+            if p.is_dir():
+                return True
+            if not p.exists() and state.file(r) is None:  # gone, and not a file we know: was it a folder?
+                known = known if known is not None else list(state.files())
+                if any(k.startswith(r + "/") for k in known):
+                    return True
+        return False
 
     # -- requests -------------------------------------------------------------------------------
     def dispatch(self, method: str, params: dict) -> Any:

@@ -281,6 +281,25 @@ def test_service_watcher_follows_add_modify_rename_delete(owner, tiny_repo: Path
     assert not slow, f"slower than {WATCH_LATENCY_LIMIT_S} s: {slow} (all: {latency})"
 
 
+def test_service_watcher_follows_folders_moved_in_and_out(owner, tiny_repo: Path, tmp_path: Path) -> None:
+    """A folder moved in or out is one event for the folder alone: its files were never indexed (moved in)
+    or stayed in the index (moved out)."""
+    svc, client = owner
+    state = svc.index.state
+    outside = tmp_path / "elsewhere" / "pkg"
+    outside.mkdir(parents=True)
+    (outside / "moved.py").write_text("def wombat_moved_in(x):\n    return x\n")
+
+    os.rename(outside, tiny_repo / "src" / "pkg")
+    moved_in = _wait_until(lambda: state.file("src/pkg/moved.py") is not None, 30, "folder moved in")
+    assert [h["file_path"] for h in _hits(client, "wombat_moved_in")] == ["src/pkg/moved.py"]
+
+    os.rename(tiny_repo / "src" / "pkg", outside)
+    moved_out = _wait_until(lambda: state.file("src/pkg/moved.py") is None, 30, "folder moved out")
+    assert _hits(client, "wombat_moved_in") == []
+    print(f"watcher latency: folder moved in {moved_in * 1000:.0f} ms, moved out {moved_out * 1000:.0f} ms")
+
+
 def test_service_watcher_applies_ignore_rule_changes(owner, tiny_repo: Path) -> None:
     """A new .coderagignore rule takes the files it matches out of the index (a full rescan, not a path list)."""
     svc, client = owner
@@ -288,6 +307,70 @@ def test_service_watcher_applies_ignore_rule_changes(owner, tiny_repo: Path) -> 
     _wait_until(lambda: svc.index.state.file("src/billing/invoice.py") is None, 30, "ignored file")
     hits = client.call("search", query="invoice total with sales tax")["results"]
     assert "src/billing/invoice.py" not in [h["file_path"] for h in hits]
+
+
+# -- first build ----------------------------------------------------------------------------------------
+
+class GatedModel:
+    """The real model; the first call of `gated` methods waits until the test has looked."""
+
+    def __init__(self, model, gated: tuple[str, ...]) -> None:
+        self.model, self.gated = model, gated
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def __getattr__(self, name):
+        attr = getattr(self.model, name)
+        if name not in self.gated:
+            return attr
+
+        def gate(*args, **kwargs):
+            self.entered.set()
+            self.release.wait(60)
+            return attr(*args, **kwargs)
+        return gate
+
+
+def _build_until_the_model_is_used(svc, gated: tuple[str, ...]) -> tuple[GatedModel, threading.Thread]:
+    gate = GatedModel(svc.index.embed_model, gated)
+    svc.index._embed_model = gate
+    indexer = threading.Thread(target=svc._initial_index)
+    indexer.start()
+    assert gate.entered.wait(60), svc.progress
+    return gate, indexer
+
+
+def test_service_first_build_of_a_small_repo_is_searchable_before_the_model_is_used(tiny_repo: Path) -> None:
+    """A first build of 20 files or fewer ran in one pass with the model, so nothing was searchable for the
+    whole model load; a first build is now always BM25-first."""
+    from coderag.service import IndexService
+
+    svc = IndexService(tiny_repo, watch=False, background=False, serve=False).start()
+    try:
+        gate, indexer = _build_until_the_model_is_used(svc, ("get_query_embedding", "get_text_embedding_batch"))
+        try:
+            res = svc.search(query="sum the line items and add sales tax")
+        finally:
+            gate.release.set()
+            indexer.join(60)
+        assert res["results"] and res["results"][0]["file_path"] == "src/billing/invoice.py", res
+        assert res["freshness"].startswith("building") and res["strategy"].startswith("bm25")
+        assert svc.dense_ready
+    finally:
+        svc.stop()
+
+
+def test_service_search_during_a_first_build_is_not_an_error(tiny_repo: Path) -> None:
+    """Before the first build had written anything, search said 'Index ... is empty. Run "coderag index"'
+    -- the wrong fix while the owner itself is indexing."""
+    from coderag.service import IndexService
+
+    svc = IndexService(tiny_repo, watch=False, serve=False).start()  # indexes in the background
+    try:
+        res = svc.search(query="sum the line items and add sales tax")
+        assert res["freshness"].startswith("building"), res
+        assert res["results"] or "being built" in res["message"]
+    finally:
+        svc.stop()
 
 
 # -- known bug, ingestion side -----------------------------------------------------------------------
@@ -300,28 +383,11 @@ def test_service_files_stay_searchable_while_their_vectors_are_computed(tiny_rep
 
     svc = IndexService(tiny_repo, watch=False, background=False, serve=False).start()
     try:
-        model = svc.index.embed_model
-        entered, release = threading.Event(), threading.Event()
-
-        class GatedModel:
-            """The real model; its first batch of document embeddings waits until the test has searched."""
-
-            def __getattr__(self, name):
-                return getattr(model, name)
-
-            def get_text_embedding_batch(self, texts, **kw):
-                entered.set()
-                release.wait(60)
-                return model.get_text_embedding_batch(texts, **kw)
-
-        svc.index._embed_model = GatedModel()
-        indexer = threading.Thread(target=svc._initial_index)
-        indexer.start()
-        try:
-            assert entered.wait(60), svc.progress  # the BM25 pass is done; the dense pass is embedding
+        gate, indexer = _build_until_the_model_is_used(svc, ("get_text_embedding_batch",))
+        try:  # the BM25 pass is done; the dense pass is embedding
             hits = svc.search(query="sum the line items and add sales tax")["results"]
         finally:
-            release.set()
+            gate.release.set()
             indexer.join(60)
         assert "src/billing/invoice.py" in [h["file_path"] for h in hits]
     finally:
