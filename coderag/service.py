@@ -55,6 +55,10 @@ def setup_logging(index_dir: Path, level: int = logging.INFO) -> None:
     root._coderag_configured = True  # type: ignore[attr-defined]
 
 
+class _Stopped(Exception):
+    """Ends background indexing at a batch boundary when the owner stops."""
+
+
 class _Handler(socketserver.StreamRequestHandler):
     def handle(self) -> None:
         service: IndexService = self.server.service  # type: ignore[attr-defined]
@@ -163,6 +167,8 @@ class IndexService:
 
     # -- background work --------------------------------------------------------------------------
     def _progress(self, phase: str, done: int, total: int) -> None:
+        if phase == "files" and self._stop.is_set():
+            raise _Stopped  # between two committed batches: stop() need not wait for the whole pass
         if phase == "embed":
             self.progress["embedded"] += done
         elif phase == "files":
@@ -178,7 +184,7 @@ class IndexService:
             with self._ingest:
                 changes = detect_changes(self.root, idx.state, self.settings)
                 # A first build is always BM25-first: even for a few files, loading the model takes seconds.
-                first_build = idx.state.get_meta("fingerprint") is None
+                first_build = idx.state.counts()["files"] == 0
                 two_pass = (self.settings.store.mode == StoreMode.Embedded
                             and (len(changes.candidates) > 20 or (first_build and changes.candidates)))
                 if two_pass:
@@ -202,6 +208,8 @@ class IndexService:
             self.progress.update(phase="idle")
             log.info("index of %s is up to date", self.root)
             self._warm_up()
+        except _Stopped:
+            log.info("background indexing stopped; the next owner goes on from here")
         except Exception:
             log.exception("background indexing failed")
             self.progress.update(phase="failed")

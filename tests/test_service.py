@@ -373,6 +373,28 @@ def test_service_search_during_a_first_build_is_not_an_error(tiny_repo: Path) ->
         svc.stop()
 
 
+def test_service_stop_ends_a_first_build_at_a_batch_boundary(tmp_path: Path) -> None:
+    """stop() waited for the whole BM25 pass of a first build (48 s for Django's 1,029 files after a
+    health check hung up) and the process then aborted in the model; it now ends at the next batch."""
+    from coderag.service import IndexService
+    from coderag.store.state import IndexState
+
+    files = {f"pkg{i // 50}/mod_{i}.py": f"def offset_{i}(x):\n    return x + {i}\n" for i in range(600)}
+    root = write_files(tmp_path / "big", files)
+    svc = IndexService(root, watch=False, serve=False).start()
+    _wait_until(lambda: svc.progress["phase"] == "bm25" and svc.progress["done"] > 0, 60, "first batch")
+    t0 = time.perf_counter()
+    svc.stop()
+    took = time.perf_counter() - t0
+    state = IndexState(root / ".coderag" / "index.db", readonly=True)
+    try:
+        indexed = state.counts()["files"]
+    finally:
+        state.close()
+    print(f"stopped in {took:.2f} s with {indexed} of 600 files indexed")
+    assert 0 < indexed < 600 and took < 10
+
+
 # -- known bug, ingestion side -----------------------------------------------------------------------
 
 @pytest.mark.xfail(strict=True, reason="pipelines/ingestion.py Ingestion.process forgets a file's chunks before "
