@@ -127,7 +127,7 @@ def text_of(response: dict) -> str:
     return content if isinstance(content, str) else json.dumps(response)
 
 
-def control_protocol(claude: str, root: Path, env: dict, timeout: float) -> bool:
+def control_protocol(claude: str, root: Path, env: dict, timeout: float, query: dict, expected) -> bool:
     step("claude -p stream-json control protocol: mcp_status, mcp_call")
     t0 = time.monotonic()
     session = ControlSession(claude, root, env)
@@ -154,7 +154,7 @@ def control_protocol(claude: str, root: Path, env: dict, timeout: float) -> bool
         deadline = time.monotonic() + timeout
         while True:
             t1 = time.monotonic()
-            r = session.request("mcp_call", tool=TOOL, arguments=QUERY)
+            r = session.request("mcp_call", tool=TOOL, arguments=query)
             call_ms = (time.monotonic() - t1) * 1000
             if r["subtype"] != "success":
                 print(f"mcp_call {TOOL} -> {r['subtype']}: {r.get('error')}")
@@ -165,10 +165,14 @@ def control_protocol(claude: str, root: Path, env: dict, timeout: float) -> bool
             if hits or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        print(f"mcp_call {TOOL} {json.dumps(QUERY)} -> success in {call_ms:.0f} ms:")
+        print(f"mcp_call {TOOL} {json.dumps(query)} -> success in {call_ms:.0f} ms:")
         print(text)
-        found = [h for h in hits if h[0] == EXPECTED[0] and h[1] <= EXPECTED[1] <= h[2]]
-        print(f"-> expected block {EXPECTED[0]}:{EXPECTED[1]} {'found' if found else 'NOT found'}")
+        if expected:
+            found = [h for h in hits if h[0] == expected[0] and h[1] <= expected[1] <= h[2]]
+            print(f"-> expected block {expected[0]}:{expected[1]} {'found' if found else 'NOT found'}")
+        else:
+            found = hits
+            print(f"-> {len(hits)} block(s) returned")
         ok &= bool(found)
 
         r = session.request("mcp_call", tool="mcp__coderag__index_status", arguments={})
@@ -191,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("repo", nargs="?", type=Path, help="Repository to check (default: a throwaway one).")
     ap.add_argument("--claude", default=None, help="The claude executable (default: claude on PATH).")
     ap.add_argument("--timeout", type=float, default=120.0, help="Seconds per step.")
+    ap.add_argument("--query", default=None, help="search_code query for REPO (default: one about the throwaway "
+                                                  "repo's code, whose block must come back).")
     args = ap.parse_args(argv)
 
     claude = args.claude or shutil.which("claude")
@@ -213,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         (Path(cfg) / "settings.json").write_text(json.dumps({"enableAllProjectMcpServers": True}))
         env = claude_env(Path(cfg))
         results = {"claude mcp get": mcp_get(claude, root, env, args.timeout),
-                   "control protocol": control_protocol(claude, root, env, args.timeout)}
+                   "control protocol": control_protocol(
+                       claude, root, env, args.timeout, {**QUERY, "query": args.query} if args.query else QUERY,
+                       None if args.repo else EXPECTED)}
     step("verdict")
     for name, ok in results.items():
         print(f"{name}: {'OK' if ok else 'FAIL'}")
