@@ -222,8 +222,19 @@ class CodeIndex:
         return [f"{p}:{s}-{e}" for p, s, e in self.state.other_locations(node_id)]
 
     def count_tokens(self, text: str) -> int:
+        """Tokens of `text` for LlamaIndex's global tokenizer (tiktoken cl100k from the cache llama-index ships)."""
         if self._tokenizer is None:
-            from llama_index.core.utils import get_tokenizer  # tiktoken cl100k, cache shipped with llama-index
+            from llama_index.core.utils import get_tokenizer
 
             self._tokenizer = get_tokenizer()
         return len(self._tokenizer(text))
+
+    @property
+    def tiktoken_encoding(self) -> Any:
+        """The tiktoken Encoding behind `count_tokens`, or None when the global tokenizer is something else
+        (then packing counts line by line through `count_tokens`)."""
+        self.count_tokens("")
+        enc = getattr(getattr(self._tokenizer, "func", None), "__self__", None)
+        keywords = getattr(self._tokenizer, "keywords", None)
+        ok = type(enc).__name__ == "Encoding" and hasattr(enc, "decode_tokens_bytes")
+        return enc if ok and keywords == {"allowed_special": "all"} else None

@@ -173,6 +173,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     """Answer one request from an open CodeIndex. `freshness` overrides the index-freshness note."""
     from coderag.postprocessors.lines import LineSource
     from coderag.postprocessors.merge_adjacent import MergeAdjacentPostprocessor
+    from coderag.postprocessors.payload_cost import PayloadCost
     from coderag.postprocessors.token_budget import TokenBudgetPostprocessor
 
     t0 = time.perf_counter()
@@ -182,9 +183,11 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     nodes = []
     freshness = freshness or "fresh"
     stale: set[str] = set()
+    checked: set[str] = set()  # files compared with the index during this request
     if any_file:
         nodes = build_retriever(index, opts, timings, filters).retrieve(opts.query)
-        changed = index.changed_files({n.node.metadata[FILE_PATH_KEY] for n in nodes})
+        checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}
+        changed = index.changed_files(checked)
         if changed:
             limit = index.settings.retrieval.freshness_max_files
             if refresh and index.can_refresh and len(changed) <= limit:
@@ -194,22 +197,29 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
                 freshness = f"refreshed {len(changed)} changed file(s) before answering"
                 filters, any_file = _filters(index, opts)
                 nodes = build_retriever(index, opts, timings, filters).retrieve(opts.query) if any_file else []
-                stale = index.changed_files({n.node.metadata[FILE_PATH_KEY] for n in nodes})
+                checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}
+                stale = index.changed_files(checked)
             else:
                 stale = changed
             if stale:
                 freshness = f"stale: {len(stale)} file(s) changed since indexing"
     total = len(nodes)
     nodes = _preselect(nodes, opts.max_tokens, index.settings.retrieval.cut_ratio)
+    # A lone chunk of a file just found unchanged is shown as indexed, without reading the file; not while
+    # an ingestion runs in another thread, when the store and the manifest may briefly disagree.
+    quiet = index.ingest_lock.acquire(blocking=False)
+    if quiet:
+        index.ingest_lock.release()
+    unchanged = checked - stale if quiet else set()
     lines = LineSource(index.root)
     t2 = time.perf_counter()
     if opts.merge_adjacent:
-        nodes = MergeAdjacentPostprocessor(lines=lines, gap_lines=index.settings.retrieval.gap_lines) \
-            .postprocess_nodes(nodes)
+        nodes = MergeAdjacentPostprocessor(lines=lines, gap_lines=index.settings.retrieval.gap_lines,
+                                           unchanged_files=unchanged).postprocess_nodes(nodes)
     else:
         # Each chunk alone, re-read like a merged block: the text shown is the file's lines now (a stale
         # file's chunk included), and chunks of deleted files are dropped.
-        reread = MergeAdjacentPostprocessor(lines=lines, gap_lines=0)
+        reread = MergeAdjacentPostprocessor(lines=lines, gap_lines=0, unchanged_files=unchanged)
         nodes = [m for n in nodes for m in reread.postprocess_nodes([n])]
     timings["merge_adjacent_ms"] = (time.perf_counter() - t2) * 1000
 
@@ -219,56 +229,71 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
                           freshness=freshness, message="")
     frame_tokens = count(render_all(frame)) + 8
 
-    def cost(nws, text, truncated):
+    def result(nws, text, truncated):
         r = _to_result(nws, stale, [])
         r.text, r.truncated = text, truncated
         if truncated:
             r.end_line = r.start_line + text.count("\n")
             r.full_end_line = int(nws.node.metadata[END_LINE_KEY])
-        return count(render_one(r)) + 2
+        return r
 
     t3 = time.perf_counter()
-    packer = TokenBudgetPostprocessor(cost=cost, max_tokens=opts.max_tokens, frame_tokens=frame_tokens,
-                                      cut_ratio=index.settings.retrieval.cut_ratio)
+    coster = PayloadCost(opts.format.value, render_one, count, index.tiktoken_encoding, result)
+    packer = TokenBudgetPostprocessor(cost=coster.cost, prefix_cost=coster.prefix_cost, max_tokens=opts.max_tokens,
+                                      frame_tokens=frame_tokens, cut_ratio=index.settings.retrieval.cut_ratio,
+                                      min_block_tokens=coster.min_block_tokens())
     packed = packer.postprocess_nodes(nodes)
     results = [_to_result(n, stale, index.other_locations(n.node.node_id)) for n in packed]
-    timings["pack_ms"] = (time.perf_counter() - t3) * 1000
     out = SearchResults(results, **meta, total_hits=total, tokens=opts.max_tokens, freshness=freshness,
                         timings=timings)
-    # Exact guarantee: the rendered payload, frame included, never exceeds the budget.
+
+    def tokens_of(res: SearchResults) -> int:
+        return coster.payload_tokens(res, packed, render_all)
+
+    # Exact guarantee: the rendered payload, frame included, never exceeds the budget. Whole blocks were
+    # counted exactly; a cut block's count may be a token or two over or under, so what is over comes off
+    # the last block, whole lines at a time.
     while True:
-        _measure(out, render_all, count, t0)
-        if out.tokens <= opts.max_tokens or not out:
+        _measure(out, tokens_of, t0)
+        over = out.tokens - opts.max_tokens
+        if over <= 0 or not out:
             break
         last = out[-1]
-        if last.end_line > last.start_line:
-            last.full_end_line = last.full_end_line or last.end_line
-            last.end_line -= 1
-            last.text = last.text.rsplit("\n", 1)[0]
-            last.truncated = True
-        else:
+        lines = last.text.split("\n")
+        drop, freed = 0, 0
+        while drop < len(lines) - 1 and freed < over:
+            drop += 1
+            freed += count(lines[-drop]) + 1
+        if drop == 0:
             out.pop()
+            packed.pop()
+            continue
+        last.full_end_line = last.full_end_line or last.end_line
+        last.end_line -= drop
+        last.text = "\n".join(lines[:-drop])
+        last.truncated = True
+    timings["pack_ms"] = (time.perf_counter() - t3) * 1000
     if not out:
         # Candidates that survived merging but not packing: the budget, not the query, is the problem.
         out.message = budget_message(total, opts.max_tokens) if nodes else no_results_message(
             opts.query, opts.file_pattern, opts.keywords, opts.requires_exact_match)
-        _measure(out, render_all, count, t0)
+        _measure(out, tokens_of, t0)
         if out.tokens > opts.max_tokens:
             out.compact = True  # the frame alone is larger than a tiny budget: the message only
             if not nodes:
                 out.message = f"No results. {NO_RESULTS_HINTS[0]}"
-            _measure(out, render_all, count, t0)
+            _measure(out, tokens_of, t0)
     out.timings["total_ms"] = out.latency_ms
     return out
 
 
-def _measure(out: SearchResults, render_all, count, t0: float) -> None:
+def _measure(out: SearchResults, tokens_of, t0: float) -> None:
     """Stamp the latency, then count the payload's tokens as rendered. The count is part of the payload: a
     number with as many digits as the one rendered takes as many tokens (cl100k: every 1-3 digit group is one
     token), so one pass is exact when the width holds; otherwise count again with the new number."""
     out.latency_ms = (time.perf_counter() - t0) * 1000
     for _ in range(4):
-        tokens = count(render_all(out))
+        tokens = tokens_of(out)
         same_width = len(str(tokens)) == len(str(out.tokens))
         out.tokens = tokens
         if same_width:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, List, Optional
+from typing import Any, Iterable, List, Optional
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -22,14 +22,20 @@ class MergeAdjacentPostprocessor(BaseNodePostprocessor):
     The merged block is read from the file as it is now, so the lines between the chunks are filled
     in and the text is exactly lines start_line..end_line. It keeps the best member's score and
     symbol. Chunks of files that no longer exist are dropped. Blocks come out best first.
+
+    `unchanged_files` names files the caller has just checked against the index (same size and mtime, or
+    same hash): a lone chunk of such a file is its lines already and is kept without reading the file.
     """
 
     gap_lines: int = Field(default=DEFAULT_GAP_LINES, ge=0, description="Largest gap (in lines) that is filled in.")
     _lines: Optional[LineSource] = PrivateAttr(default=None)
+    _unchanged: frozenset = PrivateAttr(default=frozenset())
 
-    def __init__(self, lines: Optional[LineSource] = None, **kwargs: Any) -> None:
+    def __init__(self, lines: Optional[LineSource] = None, unchanged_files: Iterable[str] = (),
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._lines = lines
+        self._unchanged = frozenset(unchanged_files)
 
     @classmethod
     def class_name(cls) -> str:
@@ -63,6 +69,8 @@ class MergeAdjacentPostprocessor(BaseNodePostprocessor):
         best = max(run, key=lambda n: n.get_score())
         start = min(n.node.metadata[START_LINE_KEY] for n in run)
         end = max(n.node.metadata[END_LINE_KEY] for n in run)
+        if len(run) == 1 and path in self._unchanged:
+            return best  # the indexer's text of a file that has not changed is exactly its lines
         if self._lines is not None:
             lines = self._lines.lines(path)
             if lines is None:

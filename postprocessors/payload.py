@@ -74,11 +74,14 @@ class SearchResults(list):
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
-def _x(value: Any) -> str:
+def xml_escape(value: Any) -> str:
     # Full XML escaping: no snippet can close a tag, open a fake result or end the tool output. A control
     # character (ESC in ANSI colour codes, form feed page breaks) is shown as its Unicode control picture.
     return _XML_ILLEGAL.sub(lambda m: chr(0x2400 + ord(m.group())) if m.group() < " " else "\ufffd",
                             escape(str(value)))
+
+
+_x = xml_escape
 
 
 def render_result_xml(r: SearchResult) -> str:

@@ -18,26 +18,37 @@ MIN_USEFUL_TOKENS = 24
 
 # cost(node, text, truncated) -> tokens that block takes in the rendered payload
 CostFn = Callable[[NodeWithScore, str, bool], int]
+# prefix_cost(node, k) -> tokens of the block cut after its first k lines (truncation marker included)
+PrefixCostFn = Callable[[NodeWithScore, int], int]
 
 
 class TokenBudgetPostprocessor(BaseNodePostprocessor):
     """Pack results, best first, into `max_tokens` minus the payload frame.
 
     A block that does not fit whole is cut after its last fitting line and flagged `truncated`
-    (with `full_end_line`), or skipped when not even one line fits. With `cut_ratio` > 0 results
+    (with `full_end_line`), which fills the budget, or skipped when not even one line fits. With `cut_ratio` > 0 results
     scoring below cut_ratio x the best score are dropped first (the long tail after a sharp fall).
+
+    `cost(node, text, truncated)` prices a block as rendered. `prefix_cost(node, k)`, when given, prices
+    the block cut after k lines without rendering it (the query pipeline precomputes per-line counts
+    once per block); without it each try of the cut renders and counts the shortened block.
     """
 
     max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, gt=0, description="Budget for the whole payload.")
     frame_tokens: int = Field(default=0, ge=0, description="Tokens of the payload around the results.")
     cut_ratio: float = Field(default=DEFAULT_CUT_RATIO, ge=0.0, le=1.0, description="Dynamic cut: 0 keeps the tail.")
     min_keep: int = Field(default=3, ge=1, description="The dynamic cut never keeps fewer than this.")
+    min_block_tokens: int = Field(default=MIN_USEFUL_TOKENS, ge=1,
+                                  description="No block costs less (its frame): packing stops below it.")
+    max_misses: int = Field(default=3, ge=1, description="Blocks in a row that fit not even one line: stop.")
 
     _cost: CostFn = PrivateAttr()
+    _prefix_cost: Optional[PrefixCostFn] = PrivateAttr(default=None)
 
-    def __init__(self, cost: CostFn, **kwargs: Any) -> None:
+    def __init__(self, cost: CostFn, prefix_cost: Optional[PrefixCostFn] = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._cost = cost
+        self._prefix_cost = prefix_cost
 
     @classmethod
     def class_name(cls) -> str:
@@ -51,8 +62,9 @@ class TokenBudgetPostprocessor(BaseNodePostprocessor):
             nodes = nodes[: self.min_keep] + [n for n in nodes[self.min_keep:] if n.get_score() >= floor]
         left = self.max_tokens - self.frame_tokens
         out: list[NodeWithScore] = []
+        misses = 0
         for n in nodes:
-            if left < MIN_USEFUL_TOKENS:
+            if left < self.min_block_tokens or misses >= self.max_misses:
                 break
             text = n.node.get_content()
             cost = self._cost(n, text, False)
@@ -63,7 +75,8 @@ class TokenBudgetPostprocessor(BaseNodePostprocessor):
             cut = self._truncate(n, text, left)
             if cut is not None:
                 out.append(cut[0])
-                left -= cut[1]
+                break  # what is left is less than the next line of this block: the budget is full
+            misses += 1
         return out
 
     def _truncate(self, n: NodeWithScore, text: str, left: int) -> Optional[tuple[NodeWithScore, int]]:
@@ -71,7 +84,10 @@ class TokenBudgetPostprocessor(BaseNodePostprocessor):
         lo, hi, best = 1, len(lines) - 1, None
         while lo <= hi:  # the most lines whose block still fits
             mid = (lo + hi) // 2
-            cost = self._cost(n, "\n".join(lines[:mid]), True)
+            if self._prefix_cost is not None:
+                cost = self._prefix_cost(n, mid)
+            else:
+                cost = self._cost(n, "\n".join(lines[:mid]), True)
             if cost <= left:
                 best, lo = (mid, cost), mid + 1
             else:

@@ -285,3 +285,47 @@ def test_auto_merge_bound_holds_end_to_end(index, q) -> None:
 def test_contains_all() -> None:
     assert contains_all("a.b(c)", ["a.b", "(c)"]) and contains_all("x", [])
     assert not contains_all("getUserById", ["getuserbyid"])
+
+
+def test_store_payload_decoding_equals_llamaindex(index) -> None:
+    """The fast payload decoder builds exactly the node LlamaIndex's validating path builds."""
+    from llama_index.core.vector_stores.utils import metadata_dict_to_node
+
+    from coderag.store.edge_vector_store import payload_to_node
+
+    recs, _ = index.vector_store.client.scroll(__import__("qdrant_edge").ScrollRequest(limit=1000, with_payload=True))
+    assert len(recs) > 20
+    for r in recs:
+        fast, ref = payload_to_node(r.payload), metadata_dict_to_node(r.payload)
+        assert type(fast) is type(ref)
+        assert fast.model_dump(mode="json") == ref.model_dump(mode="json")
+        assert fast.get_content() == ref.get_content() and fast.hash == ref.hash
+        assert (fast.parent_node and fast.parent_node.node_id) == (ref.parent_node and ref.parent_node.node_id)
+
+
+def test_store_node_cache_never_serves_a_replaced_node(tmp_path: Path) -> None:
+    """Queries decode nodes once and cache them; a write of a node with the same id replaces what is served."""
+    from llama_index.core.schema import TextNode
+    from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
+
+    from coderag.store.edge_vector_store import EdgeVectorStore
+
+    store = EdgeVectorStore.open(tmp_path / "shard", dim=4)
+    try:
+        def node(text: str) -> TextNode:
+            return TextNode(id_="00000000-0000-0000-0000-000000000001", text=text, embedding=[1.0, 0.0, 0.0, 0.0],
+                            metadata={"file_path": "a.py"})
+
+        def query() -> list[str]:
+            res = store.query(VectorStoreQuery(query_str="parse_header", mode=VectorStoreQueryMode.SPARSE,
+                                               similarity_top_k=5))
+            return [n.get_content() for n in res.nodes]
+
+        store.add([node("def parse_header(): return 1")])
+        assert query() == ["def parse_header(): return 1"] == query()  # the second answer comes from the cache
+        store.add([node("def parse_header(): return 2")])
+        assert query() == ["def parse_header(): return 2"]
+        store.delete_nodes(["00000000-0000-0000-0000-000000000001"])
+        assert query() == []
+    finally:
+        store.close()
