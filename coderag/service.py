@@ -215,10 +215,10 @@ class IndexService:
             self.progress.update(phase="failed")
 
     def _warm_up(self) -> None:
-        """Load the query model and tokenizer now, so the first search does not pay for them."""
+        """Load the query model and tokenizer, and the store's files into the page cache, now, so the
+        first searches do not pay for them."""
         try:
-            self.index.embed_model.get_query_embedding("warm up")
-            self.index.count_tokens("warm up")
+            self.index.warm_up()
         except Exception:
             log.exception("warm-up failed")
 

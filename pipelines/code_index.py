@@ -110,7 +110,8 @@ class CodeIndex:
             from coderag.nodes.onnx_embedding import load_query_model
 
             model_dir = self.settings.model_dir()
-            self._embed_model = load_query_model(model_dir, self.settings.embedding.window_tokens)
+            self._embed_model = load_query_model(model_dir, self.settings.embedding.window_tokens,
+                                                 self.settings.retrieval.query_precision)
             if self._embed_model is None:
                 from coderag.nodes.embedding import load_embed_model
 
@@ -220,6 +221,24 @@ class CodeIndex:
 
     def other_locations(self, node_id: str) -> list[str]:
         return [f"{p}:{s}-{e}" for p, s, e in self.state.other_locations(node_id)]
+
+    def warm_up(self) -> None:
+        """Load what a first search would otherwise pay for: the query model, the tokenizer and its
+        token-width table, and the store's files in the OS page cache. For resident processes (the
+        owner service, notebooks); a one-shot CLI search does not call it.
+
+        Examples:
+            >>> index = CodeIndex.open("."); index.warm_up()                     # doctest: +SKIP
+        """
+        from coderag.postprocessors.payload_cost import token_widths
+
+        self.embed_model.get_query_embedding("warm up")
+        self.count_tokens("warm up")
+        if self.tiktoken_encoding is not None:
+            token_widths(self.tiktoken_encoding)
+        warm = getattr(self.vector_store, "warm_page_cache", None)
+        if warm is not None:
+            warm()
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` for LlamaIndex's global tokenizer (tiktoken cl100k from the cache llama-index ships)."""

@@ -161,11 +161,27 @@ class Ingestion:
             self._build()
         return self._pipeline
 
-    def _forget(self, path: str) -> None:
-        """Remove every trace of one file from the vector store, docstore, dedup table and manifest."""
-        self._store.delete(path)
+    def _forget(self, path: str, keep_points: bool = False) -> list[str]:
+        """Remove every trace of one file from the vector store, docstore, dedup table and manifest.
+
+        With `keep_points` (a file about to be re-indexed) its points stay in the store, so the file stays
+        searchable while its new vectors are computed; the ids returned are deleted by `_drop_stale_points`
+        once the new points are written (node ids are stable, so most are overwritten in place). A store
+        that cannot list a file's points loses them now."""
+        old_ids: list[str] = []
+        point_ids = getattr(self._store, "point_ids", None)
+        if keep_points and point_ids is not None:
+            old_ids = point_ids(path)
+        else:
+            self._store.delete(path)
         self._docstore.delete_ref_doc(path, raise_error=False)
         self.state.delete_file(path)
+        return old_ids
+
+    def _drop_stale_points(self, old_ids: set[str], written: set[str]) -> None:
+        stale = sorted(old_ids - written)
+        if stale:
+            self._store.delete_nodes(stale)
 
     def remove(self, paths: list[str]) -> set[str]:
         """Forget deleted files; return files holding duplicates of their chunks (they must be re-indexed)."""
@@ -210,11 +226,12 @@ class Ingestion:
             stats[e.rel_path] = e
         dependents: set[str] = set()
         pipeline = self.pipeline
+        old_points: set[str] = set()
         for e in batch:
             if manifest[e.rel_path] is not None and (e.rel_path in stats or
                                                      any(p == e.rel_path for p, _, _ in skips.items)):
                 dependents |= self.state.dependents(e.rel_path)
-                self._forget(e.rel_path)
+                old_points.update(self._forget(e.rel_path, keep_points=e.rel_path in stats))
         # Committed before any vector is written: a kill from here on is undone by recover().
         self.state.mark_dirty(dependents - set(stats))
         self.state.add_inflight(stats)
@@ -227,6 +244,10 @@ class Ingestion:
             sparse = [n for n in nodes if n.metadata.get("is_leaf", True) and not n.metadata.get("duplicate_of")]
             if sparse:
                 self._store.add(sparse)
+            written = {n.node_id for n in sparse}
+        else:
+            written = {n.node_id for n in nodes if n.embedding is not None}  # what the pipeline upserted
+        self._drop_stale_points(old_points, written)
         skips.merge(self._filter.skips)
         by_file: dict[str, list] = {}
         for n in nodes:

@@ -15,6 +15,12 @@ _CACHE_MAX = 512
 _CACHE_LOCK = threading.Lock()
 
 
+def clear_cache() -> None:
+    """Forget every cached file (benchmarks; entries are checked against size and mtime on each use)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
 class LineSource:
     """Reads and caches `root/<rel>` split into lines exactly as the indexer splits them."""
 

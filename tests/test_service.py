@@ -397,9 +397,6 @@ def test_service_stop_ends_a_first_build_at_a_batch_boundary(tmp_path: Path) -> 
 
 # -- known bug, ingestion side -----------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="pipelines/ingestion.py Ingestion.process forgets a file's chunks before "
-                                       "its new ones are embedded, so during the dense pass of a first build (and "
-                                       "while the watcher re-embeds a saved file) the file drops out of search")
 def test_service_files_stay_searchable_while_their_vectors_are_computed(tiny_repo: Path) -> None:
     from coderag.service import IndexService
 

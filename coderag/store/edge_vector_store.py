@@ -201,6 +201,10 @@ class EdgeVectorStore(BasePydanticVectorStore):
         self._shard.update(UpdateOperation.delete_points_by_filter(Filter(must=[])))
         self._invalidate()
 
+    def clear_node_cache(self) -> None:
+        """Forget the decoded nodes (benchmarks; writes do this themselves)."""
+        self._invalidate()
+
     def _invalidate(self) -> None:
         with self._nodes_lock:
             self._generation += 1
@@ -212,6 +216,33 @@ class EdgeVectorStore(BasePydanticVectorStore):
     def optimize(self) -> bool:
         """Build the HNSW index after a bulk load. Blocks and holds the GIL: indexer only, never a request path."""
         return bool(self._shard.optimize())
+
+    def warm_page_cache(self, max_bytes: int = 2 << 30) -> int:
+        """Read the shard's segment files once so the OS page cache holds them; returns the bytes read.
+
+        Edge drops its files from the page cache when it loads them ("cold" memory), so each point a
+        query touches for the first time is a disk read: 30 payloads cost 4-7 ms instead of ~1 ms, and the
+        HNSW search 4.3 ms instead of 2.7 (102k points, measured). A resident process calls this once,
+        in the background; nothing is pinned, the kernel may evict the pages again under pressure.
+        """
+        import os
+
+        done = 0
+        files = sorted((f for f in (Path(self.path) / "segments").rglob("*") if f.is_file()),
+                       key=lambda f: ("payload_storage" not in f.parts, str(f)))  # payloads first
+        for f in files:
+            try:
+                with open(f, "rb", buffering=0) as fh:
+                    while done < max_bytes:
+                        chunk = fh.read(1 << 20)
+                        if not chunk:
+                            break
+                        done += len(chunk)
+            except OSError:
+                continue  # a segment replaced by the optimizer meanwhile
+            if done >= max_bytes:
+                break
+        return done
 
     def close(self) -> None:
         if self._shard is not None:
@@ -244,6 +275,18 @@ class EdgeVectorStore(BasePydanticVectorStore):
         while True:
             recs, offset = self._shard.scroll(ScrollRequest(limit=1024, offset=offset, filter=flt, with_payload=True))
             out.extend(self._to_node(r.payload) for r in recs)
+            if offset is None:
+                return out
+
+    def point_ids(self, ref_doc_id: str) -> list[str]:
+        """Ids of every point of one document (one file)."""
+        from qdrant_edge import FieldCondition, Filter, MatchValue, ScrollRequest
+
+        flt = Filter(must=[FieldCondition(key=DOC_ID_KEY, match=MatchValue(value=ref_doc_id))])
+        out, offset = [], None
+        while True:
+            recs, offset = self._shard.scroll(ScrollRequest(limit=1024, offset=offset, filter=flt, with_payload=False))
+            out.extend(str(r.id) for r in recs)
             if offset is None:
                 return out
 

@@ -1,0 +1,61 @@
+"""The query embedder: the ONNX twin of the bundled model, fp32 and int8, against the torch model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import write_files
+from coderag.config import Settings
+
+QUERIES = ["where is the retry after a failed login", "getUserById", "parse the http accept header",
+           "round the sales tax to whole cents", "QuerySet.filter"]
+
+
+@pytest.fixture(scope="module")
+def onnx_env(tmp_path_factory: pytest.TempPathFactory):
+    """An index built with the real model in a fresh cache folder, so the ONNX export is made here."""
+    import os
+
+    from coderag import index_repository
+
+    cache = tmp_path_factory.mktemp("cache")
+    old = os.environ.get("CODERAG_CACHE_DIR")
+    os.environ["CODERAG_CACHE_DIR"] = str(cache)
+    try:
+        root = write_files(tmp_path_factory.mktemp("qm") / "repo", {"a.py": "def add(a, b):\n    return a + b\n"})
+        index_repository(root, settings=Settings())
+        yield Settings().model_dir(), cache
+    finally:
+        if old is None:
+            os.environ.pop("CODERAG_CACHE_DIR", None)
+        else:
+            os.environ["CODERAG_CACHE_DIR"] = old
+
+
+def test_query_model_fp32_and_int8_agree_with_torch(onnx_env) -> None:
+    from coderag.nodes.embedding import load_embed_model
+    from coderag.nodes.onnx_embedding import int8_path, load_query_model, onnx_path
+
+    model_dir, cache = onnx_env
+    assert onnx_path(model_dir).is_relative_to(cache) and onnx_path(model_dir).exists()
+    torch_model = load_embed_model(model_dir, 8, threads=1)
+    fp32 = load_query_model(model_dir, 256, "fp32")
+    int8 = load_query_model(model_dir, 256, "int8")
+    assert int8 is not None and Path(int8.onnx_file) == int8_path(model_dir) and int8_path(model_dir).exists()
+    for q in QUERIES:
+        ref = np.array(torch_model.get_query_embedding(q))
+        assert float(ref @ np.array(fp32.get_query_embedding(q))) > 0.9999
+        assert float(ref @ np.array(int8.get_query_embedding(q))) > 0.97  # measured ~0.99
+
+
+def test_query_model_default_is_int8_and_falls_back_without_an_export(onnx_env, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from coderag.nodes.onnx_embedding import load_query_model
+
+    model_dir, _ = onnx_env
+    assert Settings().retrieval.query_precision == "int8"
+    monkeypatch.setenv("CODERAG_CACHE_DIR", str(tmp_path))  # no export here: the caller falls back to torch
+    assert load_query_model(model_dir, 256, "int8") is None
