@@ -206,6 +206,13 @@ def _root_for(path: Path) -> Path:
     return find_root(path) or path.resolve()
 
 
+def _resident_process() -> None:
+    """A search runs its dense leg (query embedding, GIL released) on a worker thread beside the BM25 leg;
+    the interpreter's default 5 ms switch interval makes the worker wait that long for the GIL when it
+    returns. 1 ms in processes that serve searches (150 searches at 102k leaves, back to back: p50 40.6 -> 37.9 ms)."""
+    sys.setswitchinterval(0.001)
+
+
 @main.command()
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
               help="Repository (default: the current folder or its nearest indexed ancestor).")
@@ -220,6 +227,7 @@ def mcp(root: Path, config: Path | None) -> None:
 
     root = _root_for(root)
     settings = _run(load_settings, root, config)
+    _resident_process()
     from coderag.mcp_server import serve_stdio  # mcp SDK: imported only for this command
 
     serve_stdio(root, settings)
@@ -238,6 +246,7 @@ def serve(root: Path, config: Path | None) -> None:
 
     root = _root_for(root)
     settings = _run(load_settings, root, config)
+    _resident_process()
     service = _run(lambda: IndexService(root, settings).start())
     click.echo(f"serving {root} on {service.socket_path} (pid {os.getpid()}); Ctrl-C to stop", err=True)
     signal.signal(signal.SIGTERM, lambda *_: service._stop.set())
