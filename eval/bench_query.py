@@ -360,11 +360,13 @@ def pct(values: list[float], p: float) -> float:
 
 
 def clear_query_caches(index) -> None:
-    """Forget decoded nodes and file lines, keep the page cache and the loaded models."""
-    from coderag.postprocessors import lines
+    """Forget decoded nodes, file lines, block encodings and query vectors; keep the page cache and models."""
+    from coderag.postprocessors import lines, payload_cost
 
     index.vector_store.clear_node_cache()
     lines.clear_cache()
+    payload_cost.clear_cache()
+    getattr(index.embed_model, "clear_cache", lambda: None)()
 
 
 def warm_runs(index, queries: list[tuple[str, str]], opts: dict) -> dict[str, Any]:

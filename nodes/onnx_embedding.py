@@ -17,6 +17,8 @@ import hashlib
 import json
 import logging
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -26,6 +28,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 log = logging.getLogger(__name__)
 ONNX_FILE = "model.onnx"
 INT8_FILE = "model.int8.onnx"
+QUERY_CACHE_SIZE = 256
 OPSET = 17
 
 
@@ -142,6 +145,8 @@ class OnnxEmbedding(BaseEmbedding):
     _session: Any = PrivateAttr()
     _tokenizer: Any = PrivateAttr()
     _inputs: set = PrivateAttr()
+    _recent: Any = PrivateAttr(default_factory=OrderedDict)
+    _lock: Any = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -175,7 +180,23 @@ class OnnxEmbedding(BaseEmbedding):
         return vec.astype("float32").tolist()
 
     def _get_query_embedding(self, query: str) -> List[float]:
-        return self._embed([query])[0]
+        # An agent often asks the same question again with another filter or budget: the last few hundred
+        # query vectors are kept (1.5 KB each).
+        with self._lock:
+            hit = self._recent.get(query)
+            if hit is not None:
+                self._recent.move_to_end(query)
+                return hit
+        vec = self._embed([query])[0]
+        with self._lock:
+            self._recent[query] = vec
+            while len(self._recent) > QUERY_CACHE_SIZE:
+                self._recent.popitem(last=False)
+        return vec
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._recent.clear()
 
     def _get_text_embedding(self, text: str) -> List[float]:
         return self._embed([text])[0]

@@ -15,11 +15,15 @@ is rendered once, with its snippet, and encoded once:
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
+from array import array
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from coderag.postprocessors.payload import SearchResult, SearchResults, render_xml_frame, xml_escape
 
@@ -44,12 +48,40 @@ def token_widths(enc: Any) -> list[int]:
     return _WIDTHS[enc.name]
 
 
+# Encodings of recently shown blocks, by digest of the rendered block: a resident process answers the
+# same blocks again and again (an agent refines a query, adds a filter, asks again).
+_BLOCK_CACHE: "OrderedDict[bytes, array]" = OrderedDict()
+_BLOCK_CACHE_SIZE = 4096
+_BLOCK_CACHE_LOCK = threading.Lock()
+
+
+def _encode_cached(enc: Any, text: str) -> Sequence[int]:
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    with _BLOCK_CACHE_LOCK:
+        hit = _BLOCK_CACHE.get(key)
+        if hit is not None:
+            _BLOCK_CACHE.move_to_end(key)
+            return hit
+    tokens = array("I", enc.encode(text, allowed_special="all"))
+    with _BLOCK_CACHE_LOCK:
+        _BLOCK_CACHE[key] = tokens
+        while len(_BLOCK_CACHE) > _BLOCK_CACHE_SIZE:
+            _BLOCK_CACHE.popitem(last=False)
+    return tokens
+
+
+def clear_cache() -> None:
+    """Forget the cached block encodings (benchmarks)."""
+    with _BLOCK_CACHE_LOCK:
+        _BLOCK_CACHE.clear()
+
+
 @dataclass
 class _Block:
     total: int  # tokens of the whole block as rendered (exact)
     before: str  # the rendered block up to its snippet
     esc: list[str]  # the snippet's lines, escaped
-    tokens: Optional[list[int]] = None  # the block's tokens (tiktoken only)
+    tokens: Optional[Sequence[int]] = None  # the block's tokens (tiktoken only)
     prefix: Optional[list[int]] = None  # tokens of the snippet's first k lines, k = 0..n: computed on need
     cut_frame: Optional[int] = None  # tokens of a cut block's frame (lines, truncation marker): on need
 
@@ -76,8 +108,12 @@ class PayloadCost:
 
     # -- blocks -----------------------------------------------------------------------------------
     def _split(self, nws: Any, truncated: bool) -> tuple[str, str]:
-        before, _, after = self._render_one(self._result(nws, SENTINEL, truncated)).partition(
-            self._escape(SENTINEL))
+        r = self._result(nws, SENTINEL, truncated)
+        if self.fmt != "json":
+            # XML and text show the score as d.dddd: always the same tokens (cl100k takes 1-3 digits
+            # per token), so a block is counted with a fixed score and its count reused across searches.
+            r.score = 0.0
+        before, _, after = self._render_one(r).partition(self._escape(SENTINEL))
         return before, after
 
     def _block(self, nws: Any) -> _Block:
@@ -90,7 +126,7 @@ class PayloadCost:
             if self._enc is None:
                 block = _Block(self._count(whole), before, esc)
             else:
-                tokens = self._enc.encode(whole, allowed_special="all")
+                tokens = _encode_cached(self._enc, whole)
                 block = _Block(len(tokens), before, esc, tokens)
             self._blocks[key] = block
         return block

@@ -325,3 +325,32 @@ def test_lines_match_the_indexer_split(tmp_path: Path) -> None:
     assert src.lines("latin1.py") is None and src.lines("missing.py") is None
     assert src.text("crlf.py", 2, 2) == "b = 2"
     assert src.text("crlf.py", 1, 3) is None and src.text("crlf.py", 0, 1) is None
+
+
+@pytest.mark.parametrize("fmt", ["xml", "text"])
+def test_payload_cost_score_digits_never_change_a_count(index, fmt) -> None:
+    """Blocks are counted with a fixed score and the count reused across searches: this holds only if
+    every score renders in the same number of tokens."""
+    from dataclasses import replace
+
+    from coderag.postprocessors.payload import render_result_text, render_result_xml
+
+    render = render_result_xml if fmt == "xml" else render_result_text
+    res = index.search("round the sales tax to whole cents", format=fmt)
+    assert res
+    for r in res:
+        counts = {index.count_tokens(render(replace(r, score=s)))
+                  for s in (0.0, 0.00001, 0.0123, 0.0999, 0.1, 0.5, 0.98765, 1.0, 3.14159, 12.5, 99.0001)}
+        assert len(counts) == 1, (r.file_path, counts)
+
+
+def test_payload_cost_cached_block_counts_stay_exact(index) -> None:
+    """The same blocks in a second search come from the block cache; the payload count stays exact."""
+    from coderag.postprocessors import payload_cost
+
+    payload_cost.clear_cache()
+    for _ in range(2):
+        for q in ("sales report tax cents", "round the sales tax to whole cents"):
+            res = index.search(q, max_tokens=1000)
+            assert res.tokens == index.count_tokens(res.to_xml()) <= 1000
+    assert len(payload_cost._BLOCK_CACHE) > 0
