@@ -224,7 +224,7 @@ class CodeIndex:
 
     def warm_up(self) -> None:
         """Load what a first search would otherwise pay for: the query model, the tokenizer and its
-        token-width table, and the store's files in the OS page cache. For resident processes (the
+        token-width table, the store's files in the OS page cache, and one search's imports. For resident processes (the
         owner service, notebooks); a one-shot CLI search does not call it.
 
         Examples:
@@ -239,6 +239,7 @@ class CodeIndex:
         warm = getattr(self.vector_store, "warm_page_cache", None)
         if warm is not None:
             warm()
+        self.search("warm up", max_tokens=200, refresh=False)  # the modules and objects a search builds
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` for LlamaIndex's global tokenizer (tiktoken cl100k from the cache llama-index ships)."""
