@@ -371,7 +371,8 @@ def _results_to_dict(res) -> dict:
 
     return {"results": [asdict(r) for r in res], "query": res.query, "root": res.root, "strategy": res.strategy,
             "total_hits": res.total_hits, "tokens": res.tokens, "latency_ms": res.latency_ms,
-            "freshness": res.freshness, "timings": res.timings, "message": res.message, "max_tokens": res.max_tokens}
+            "freshness": res.freshness, "timings": res.timings, "message": res.message, "max_tokens": res.max_tokens,
+            "compact": res.compact}
 
 
 def results_from_dict(d: dict):
@@ -380,4 +381,5 @@ def results_from_dict(d: dict):
     return SearchResults([SearchResult(**r) for r in d["results"]], query=d["query"], root=d["root"],
                          strategy=d["strategy"], total_hits=d["total_hits"], tokens=d["tokens"],
                          latency_ms=d["latency_ms"], freshness=d["freshness"], timings=d.get("timings"),
-                         message=d.get("message", ""), max_tokens=d.get("max_tokens", 0))
+                         message=d.get("message", ""), max_tokens=d.get("max_tokens", 0),
+                         compact=d.get("compact", False))

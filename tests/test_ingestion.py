@@ -404,3 +404,21 @@ def test_ingestion_sigkill_mid_run_then_rerun_equals_clean_build(tmp_path: Path,
     assert read_state(root)["files"].keys() == read_state(clean)["files"].keys()
     s = index(root)
     assert (s.indexed, s.embedded, s.removed) == (0, 0, 0)
+
+
+def test_ingestion_docstore_keeps_no_vectors(repo: Path) -> None:
+    """Vectors live in the store and the embedding cache; the docstore keeps hierarchy and text only."""
+    import json
+
+    from coderag.paths import DB_NAME, index_dir
+    from coderag.store.state import IndexState
+
+    state = IndexState(index_dir(repo) / DB_NAME, readonly=True)
+    try:
+        rows = state.conn.execute("SELECT value FROM kv WHERE collection = 'nodes/data'").fetchall()
+    finally:
+        state.close()
+    assert rows
+    for (value,) in rows:
+        data = json.loads(value)["__data__"]
+        assert data.get("embedding") is None and data["text"]
