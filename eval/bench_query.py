@@ -30,7 +30,10 @@ What it prints:
 * the index: files, leaf chunks, nodes, build time (when this run built it);
 * per variant (hybrid, bm25, dense, hybrid without auto-merge): warm p50/p95/p99 of the whole
   ``CodeIndex.search`` call and of each stage in ``res.timings`` (query embedding, each leg,
-  fusion, parent merge, adjacent merge, packing);
+  fusion, parent merge, adjacent merge, packing). "Warm" is a resident process after
+  ``CodeIndex.warm_up()`` and 30 searches that are not measured; each variant starts with the
+  query caches emptied (decoded nodes, file lines, block encodings, query vectors), so every measured
+  query is new to the process, as the first call of a new question is to the owner;
 * cold: wall time of ``coderag search`` processes (import, open, model load, first query), and
   the latency the process itself reported;
 * RSS: this process after the warm runs (index open, model loaded), and the peak of the
@@ -461,11 +464,13 @@ def main(argv: Optional[list[str]] = None) -> int:
               f"e.g. {', '.join(repr(q) for _, q in queries[::max(1, len(queries) // 5)][:5])}")
         print()
         header = f"{'warm, ms':<24}" + "".join(f"{s:>18}" for s in ("p50", "p95", "p99"))
+        sys.setswitchinterval(0.001)  # as `coderag mcp` and `coderag serve` do (coderag/cli.py _resident_process)
         t1 = time.perf_counter()
         index.warm_up()  # as the resident owner does at start: model, tokenizer, the shard's files in the page cache
         for _, q in warmup:
             index.search(q)
-        print(f"warm-up: CodeIndex.warm_up() and {len(warmup)} other searches in {time.perf_counter() - t1:.1f} s")
+        print(f"warm-up: CodeIndex.warm_up() and {len(warmup)} other searches in {time.perf_counter() - t1:.1f} s; "
+              f"GIL switch interval {sys.getswitchinterval() * 1000:.0f} ms, as in the owner process")
         print()
         results = {}
         for name, opts in VARIANTS.items():
