@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import threading
+from array import array
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, List, Optional
@@ -186,10 +187,10 @@ class OnnxEmbedding(BaseEmbedding):
             hit = self._recent.get(query)
             if hit is not None:
                 self._recent.move_to_end(query)
-                return hit
+                return hit.tolist()
         vec = self._embed([query])[0]
         with self._lock:
-            self._recent[query] = vec
+            self._recent[query] = array("f", vec)  # not a list of floats: the cyclic GC would visit each one
             while len(self._recent) > QUERY_CACHE_SIZE:
                 self._recent.popitem(last=False)
         return vec

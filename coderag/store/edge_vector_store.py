@@ -27,7 +27,7 @@ DOC_ID_KEY = "doc_id"
 TEXT_KEY = "text"  # the chunk's source text, word-indexed for exact keyword filters
 KEYWORD_INDEX_KEYS = (FILE_PATH_KEY, DIRS_KEY, LANGUAGE_KEY, KIND_KEY, SYMBOL_KEY, DOC_ID_KEY)
 UPSERT_BATCH = 256
-NODE_CACHE_SIZE = 20_000  # decoded leaf nodes kept by a resident process (a few KB each)
+NODE_CACHE_SIZE = 2_000  # decoded leaf nodes kept by a resident process: the candidates of ~40 searches
 _NODE_FIELDS = ["_node_content", "_node_type"]
 DEFAULT_RRF_K = 60  # Cormack et al. 2009; Edge counts ranks from 0
 
