@@ -130,14 +130,6 @@ def bench_dir() -> Path:
     return (Path(base).expanduser() if base else Path.home() / ".cache" / "coderag") / "bench" / "query"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _download(sd: Sdist, dest: Path) -> None:
     """Find the archive on the PyPI simple index (JSON form) and download it."""
     req = urllib.request.Request(f"{PYPI_SIMPLE_URL.rstrip('/')}/{sd.name}/",
@@ -158,6 +150,8 @@ def _download(sd: Sdist, dest: Path) -> None:
 
 def fetch_corpus(log) -> Path:
     """Download, verify and extract every sdist into <cache>/corpus/<name>-<version>; return the corpus root."""
+    from coderag.eval.corpora import _sha256 as sha256_of  # the eval's own checksum helper
+
     base = bench_dir()
     corpus = base / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
@@ -176,10 +170,10 @@ def fetch_corpus(log) -> Path:
             pass
         shutil.rmtree(target, ignore_errors=True)
         archive = base / "archives" / sd.archive
-        if not archive.is_file() or _sha256(archive) != sd.sha256:
+        if not archive.is_file() or sha256_of(archive) != sd.sha256:
             log(f"downloading {sd.archive}")
             _download(sd, archive)
-        if _sha256(archive) != sd.sha256:
+        if sha256_of(archive) != sd.sha256:
             raise SystemExit(f"sha256 mismatch for {archive}: expected {sd.sha256}. Delete it and run again.")
         log(f"extracting {sd.archive}")
         tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=corpus))
