@@ -190,7 +190,7 @@ class IndexService:
                 if two_pass:
                     self.progress.update(phase="bm25", done=0, total=len(changes.candidates))
                     run = Ingestion(self.root, self.settings, idx.state, self._progress, store=idx.vector_store,
-                                    docstore=idx.docstore, embed_loader=lambda: idx.embed_model, dense=False)
+                                    docstore=idx.docstore, embed_loader=lambda: idx.document_embed_model, dense=False)
                     sync(run, changes, fingerprint(self.settings), self._progress)
                     idx._paths = None
                 else:
@@ -200,14 +200,12 @@ class IndexService:
             pending = [p for p, r in idx.state.files().items() if r.status == STATUS_SPARSE]
             if pending:
                 self.progress.update(phase="dense", done=0, total=len(pending))
-                # Ingestion drops a file's chunks before re-embedding them: load the model first, so files
-                # do not vanish from BM25 answers while it loads, and re-embed in small batches.
-                self._warm_up()
-                self._densify(pending)
+                self._densify(pending)  # small batches, so searches interleave
             self.dense_ready = True
+            self.progress.update(phase="warming")  # model, page cache, one search: then "idle"
+            self._warm_up()
             self.progress.update(phase="idle")
             log.info("index of %s is up to date", self.root)
-            self._warm_up()
         except _Stopped:
             log.info("background indexing stopped; the next owner goes on from here")
         except Exception:
@@ -233,7 +231,7 @@ class IndexService:
             part = paths[i:i + DENSE_BATCH_FILES]
             with self._ingest:
                 run = Ingestion(self.root, self.settings, idx.state, self._progress, store=idx.vector_store,
-                                docstore=idx.docstore, embed_loader=lambda: idx.embed_model, dense=True)
+                                docstore=idx.docstore, embed_loader=lambda: idx.document_embed_model, dense=True)
                 changes = changes_for_paths(self.root, idx.state, part)
                 changes.candidates = changes.entries  # same content, now with vectors
                 sync(run, changes, fingerprint(self.settings), None, force=True)

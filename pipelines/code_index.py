@@ -37,6 +37,7 @@ class CodeIndex:
         self._store = None
         self._docstore = None
         self._embed_model = None
+        self._doc_embed_model = None
         self._tokenizer = None
         self._paths: Optional[list[str]] = None
         # One ingestion at a time; searches never wait for it (the stores are safe to read meanwhile).
@@ -119,6 +120,24 @@ class CodeIndex:
         return self._embed_model
 
     @property
+    def document_embed_model(self):
+        """The model for chunks this process embeds (refresh, the owner's watcher and dense pass): always full
+        precision, the ONNX fp32 twin or torch, whatever `retrieval.query_precision` says, so an index holds
+        the same vectors however its files were indexed (and the chunk-hash cache only fp32 ones)."""
+        if self.settings.retrieval.query_precision == "fp32":
+            return self.embed_model
+        if self._doc_embed_model is None:
+            from coderag.nodes.onnx_embedding import load_query_model
+
+            model_dir = self.settings.model_dir()
+            self._doc_embed_model = load_query_model(model_dir, self.settings.embedding.window_tokens, "fp32")
+            if self._doc_embed_model is None:
+                from coderag.nodes.embedding import load_embed_model
+
+                self._doc_embed_model = load_embed_model(model_dir, self.settings.embedding.batch_size, threads=1)
+        return self._doc_embed_model
+
+    @property
     def supports_text_filter(self) -> bool:
         return self.settings.store.mode == StoreMode.Embedded
 
@@ -158,7 +177,7 @@ class CodeIndex:
         from coderag.pipelines.ingestion import Ingestion
 
         return Ingestion(self.root, self.settings, self.state, progress, store=self.vector_store,
-                         docstore=self.docstore, embed_loader=lambda: self.embed_model)
+                         docstore=self.docstore, embed_loader=lambda: self.document_embed_model)
 
     def refresh(self, paths: Optional[Sequence[str]] = None, progress=None):
         """Index what changed: the whole tree, or only `paths` (relative POSIX paths). Returns an IndexSummary."""

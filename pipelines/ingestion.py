@@ -170,12 +170,15 @@ class Ingestion:
         that cannot list a file's points loses them now."""
         old_ids: list[str] = []
         point_ids = getattr(self._store, "point_ids", None)
-        if keep_points and point_ids is not None:
+        keep = keep_points and point_ids is not None
+        if keep:
             old_ids = point_ids(path)
         else:
             self._store.delete(path)
         self._docstore.delete_ref_doc(path, raise_error=False)
-        self.state.delete_file(path)
+        # The manifest row stays with the points it describes: the query-time freshness check then calls a
+        # file stale only if it really changed (not while the same content gets its dense vectors).
+        self.state.delete_file(path, keep_record=keep)
         return old_ids
 
     def _drop_stale_points(self, old_ids: set[str], written: set[str]) -> None:

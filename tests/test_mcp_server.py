@@ -306,8 +306,8 @@ async def test_mcp_bad_calls_are_tool_errors_that_say_how_to_fix_them(client: Cl
 async def test_mcp_first_start_answers_from_bm25_while_the_dense_side_builds(tmp_path: Path) -> None:
     """A repository without an index: the server answers within seconds, from BM25, saying it is building;
     index_status shows the progress; once the vectors are in, searches are hybrid."""
-    # Filler modules sort before src/: the dense pass re-embeds them first, in batches, and the files
-    # of a batch are out of search meanwhile (see test_service_files_stay_searchable_while_...).
+    # Filler modules sort before src/: the dense pass re-embeds them first, in batches, while their BM25
+    # points stay searchable (see test_service_files_stay_searchable_while_...).
     filler = {f"aa_filler/mod_{i:02d}.py": f"def scale_{i}(values):\n    return [v * {i} for v in values]\n"
               for i in range(40)}
     root = write_files(tmp_path / "fresh", {**filler, **TINY_FILES})

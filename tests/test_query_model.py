@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -59,3 +60,30 @@ def test_query_model_default_is_int8_and_falls_back_without_an_export(onnx_env, 
     assert Settings().retrieval.query_precision == "int8"
     monkeypatch.setenv("CODERAG_CACHE_DIR", str(tmp_path))  # no export here: the caller falls back to torch
     assert load_query_model(model_dir, 256, "int8") is None
+
+
+def test_query_model_documents_are_embedded_at_full_precision(onnx_env, tmp_path: Path) -> None:
+    """int8 is for queries only: chunks embedded by refresh or the owner use the fp32 model, like
+    `coderag index` does, so the store and the chunk-hash cache never mix precisions."""
+    from llama_index.core.schema import MetadataMode
+
+    from coderag import CodeIndex, index_repository
+    from coderag.nodes.embedding import load_embed_model
+    from coderag.nodes.onnx_embedding import int8_path, onnx_path
+
+    model_dir, _ = onnx_env
+    root = write_files(tmp_path / "repo", {"a.py": "def add(a, b):\n    return a + b\n"})
+    index_repository(root, settings=Settings())
+    with CodeIndex.open(root, settings=Settings(), create=False) as idx:
+        assert Path(idx.embed_model.onnx_file) == int8_path(model_dir)
+        assert Path(idx.document_embed_model.onnx_file) == onnx_path(model_dir)
+        (root / "b.py").write_text("def mul(a, b):\n    return a * b\n", encoding="utf-8")
+        idx.refresh()
+        torch_model = load_embed_model(model_dir, 8, threads=1)
+        nodes = [n for n in idx.vector_store.get_nodes() if n.metadata["file_path"] == "b.py"]
+        assert nodes
+        for n in nodes:  # the vector refresh stored: fp32 (cosine ~1.0 to torch), not int8 (~0.99)
+            rec = idx.vector_store.client.retrieve([uuid.UUID(n.node_id)], False, True)[0]
+            stored = np.array(rec.vector["dense"])
+            ref = np.array(torch_model.get_text_embedding(n.get_content(metadata_mode=MetadataMode.EMBED)))
+            assert float(stored @ ref) / float(np.linalg.norm(stored) * np.linalg.norm(ref)) > 0.9999

@@ -331,8 +331,10 @@ class GatedModel:
 
 
 def _build_until_the_model_is_used(svc, gated: tuple[str, ...]) -> tuple[GatedModel, threading.Thread]:
-    gate = GatedModel(svc.index.embed_model, gated)
-    svc.index._embed_model = gate
+    gate = GatedModel(svc.index.document_embed_model, gated)  # the model that embeds chunks
+    svc.index._doc_embed_model = gate
+    if svc.index.settings.retrieval.query_precision == "fp32":
+        svc.index._embed_model = gate
     indexer = threading.Thread(target=svc._initial_index)
     indexer.start()
     assert gate.entered.wait(60), svc.progress

@@ -119,8 +119,11 @@ class IndexState:
                            rec.n_leaves))
 
     @_locked
-    def delete_file(self, path: str) -> None:
-        self.conn.execute("DELETE FROM files WHERE path=?", (path,))
+    def delete_file(self, path: str, keep_record: bool = False) -> None:
+        """Forget a file's chunks, and its manifest row unless `keep_record` (a file being re-indexed keeps
+        the row of what its searchable points say until the new one is written)."""
+        if not keep_record:
+            self.conn.execute("DELETE FROM files WHERE path=?", (path,))
         self.conn.execute("DELETE FROM chunks WHERE file_path=?", (path,))
 
     @_locked
