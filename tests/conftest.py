@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import textwrap
 from pathlib import Path
 
@@ -101,6 +102,16 @@ TINY_FILES = {
         Call login with a user and a password.
         ''',
 }
+
+
+CODERAG = str(Path(sys.executable).with_name("coderag"))  # the console script of this environment
+
+
+def server_env() -> dict[str, str]:
+    """The environment for a spawned `coderag` server: offline, no inherited config file."""
+    env = {k: v for k, v in os.environ.items() if k != "CODERAG_CONFIG"}
+    env.update(TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return env
 
 
 def write_files(root: Path, files: dict[str, str]) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import textwrap
 import time
 import xml.etree.ElementTree as ET
@@ -16,23 +15,16 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import TINY_FILES, write_files
+from conftest import CODERAG, TINY_FILES, server_env, write_files
 
 pytestmark = pytest.mark.anyio
 
-CODERAG = str(Path(sys.executable).parent / "coderag")
 READY_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def server_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "CODERAG_CONFIG"}
-    env.update(TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    return env
 
 
 def mcp_client(root: Path, stdout_errors: list) -> Client:

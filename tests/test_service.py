@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -18,9 +17,8 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import TINY_FILES, write_files
+from conftest import CODERAG, TINY_FILES, server_env, write_files
 
-CODERAG = str(Path(sys.executable).parent / "coderag")
 TIMEOUT_S = 120
 WATCH_LATENCY_LIMIT_S = 3.0  # the target is 1 s; this machine has 2 cores shared with other jobs
 
@@ -28,12 +26,6 @@ WATCH_LATENCY_LIMIT_S = 3.0  # the target is 1 s; this machine has 2 cores share
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def server_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "CODERAG_CONFIG"}
-    env.update(TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    return env
 
 
 def mcp_params(root: Path) -> StdioServerParameters:
