@@ -108,16 +108,20 @@ class CodeIndex:
         """The index's model for queries, one thread (latency under load): its ONNX twin when one was
         exported (0.2 s to load instead of ~7 s of torch imports), else HuggingFaceEmbedding."""
         if self._embed_model is None:
-            from coderag.nodes.onnx_embedding import load_query_model
-
-            model_dir = self.settings.model_dir()
-            self._embed_model = load_query_model(model_dir, self.settings.embedding.window_tokens,
-                                                 self.settings.retrieval.query_precision)
-            if self._embed_model is None:
-                from coderag.nodes.embedding import load_embed_model
-
-                self._embed_model = load_embed_model(model_dir, self.settings.embedding.batch_size, threads=1)
+            self._embed_model = self._load_model(self.settings.retrieval.query_precision)
         return self._embed_model
+
+    def _load_model(self, precision: str):
+        """The ONNX twin at `precision` when one was exported, else HuggingFaceEmbedding; one thread."""
+        from coderag.nodes.onnx_embedding import load_query_model
+
+        model_dir = self.settings.model_dir()
+        model = load_query_model(model_dir, self.settings.embedding.window_tokens, precision)
+        if model is None:
+            from coderag.nodes.embedding import load_embed_model
+
+            model = load_embed_model(model_dir, self.settings.embedding.batch_size, threads=1)
+        return model
 
     @property
     def document_embed_model(self):
@@ -127,14 +131,7 @@ class CodeIndex:
         if self.settings.retrieval.query_precision == "fp32":
             return self.embed_model
         if self._doc_embed_model is None:
-            from coderag.nodes.onnx_embedding import load_query_model
-
-            model_dir = self.settings.model_dir()
-            self._doc_embed_model = load_query_model(model_dir, self.settings.embedding.window_tokens, "fp32")
-            if self._doc_embed_model is None:
-                from coderag.nodes.embedding import load_embed_model
-
-                self._doc_embed_model = load_embed_model(model_dir, self.settings.embedding.batch_size, threads=1)
+            self._doc_embed_model = self._load_model("fp32")
         return self._doc_embed_model
 
     @property
@@ -243,8 +240,8 @@ class CodeIndex:
 
     def warm_up(self) -> None:
         """Load what a first search would otherwise pay for: the query model, the tokenizer and its
-        token-width table, the store's files in the OS page cache, and one search's imports. For resident processes (the
-        owner service, notebooks); a one-shot CLI search does not call it.
+        token-width table, the store's files in the OS page cache, and one search's imports. For resident
+        processes (the owner service, notebooks); a one-shot CLI search does not call it.
 
         Examples:
             >>> index = CodeIndex.open("."); index.warm_up()                     # doctest: +SKIP
@@ -282,5 +279,5 @@ class CodeIndex:
         self.count_tokens("")
         enc = getattr(getattr(self._tokenizer, "func", None), "__self__", None)
         keywords = getattr(self._tokenizer, "keywords", None)
-        ok = type(enc).__name__ == "Encoding" and hasattr(enc, "decode_tokens_bytes")
+        ok = type(enc).__name__ == "Encoding" and hasattr(enc, "decode_single_token_bytes")  # token_widths
         return enc if ok and keywords == {"allowed_special": "all"} else None

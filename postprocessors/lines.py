@@ -48,9 +48,10 @@ class LineSource:
                 return None
             with _CACHE_LOCK:
                 hit = _CACHE.get(path)
-                if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+                current = hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns
+                if current:
                     _CACHE.move_to_end(path)
-            if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+            if current:
                 self._cache[rel_path] = _split(hit[2])
                 return self._cache[rel_path]
             try:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Callable, Optional, Sequence
 
+from coderag.nodes.keys import END_LINE_KEY
 from coderag.postprocessors.payload import SearchResult, SearchResults, render_xml_frame, xml_escape
 
 # An invisible separator no escaping changes: splits a rendered block into what comes before and after
@@ -175,13 +176,13 @@ class PayloadCost:
     def payload_tokens(self, out: SearchResults, packed: list, render_all: Callable[[SearchResults], str]) -> int:
         """Exact tokens of `out` as rendered. `packed[i]` is the node `out[i]` came from: a result that
         is still the whole block priced here is not encoded again (XML only: the sum rule above)."""
-        if self.fmt != "xml" or not out or (out.compact and not out):
+        if self.fmt != "xml" or not out:
             return self._count(render_all(out))
         head, tail = render_xml_frame(out, len(out), out.tokens)
         total = self._count(head) + self._count(tail)
         for r, nws in zip(out, packed):
             block = self._blocks.get(id(nws))
             whole = (block is not None and not r.truncated and not r.also_in
-                     and r.end_line == int(nws.node.metadata["end_line"]))
+                     and r.end_line == int(nws.node.metadata[END_LINE_KEY]))
             total += block.total if whole else self._count(self._render_one(r))
         return total

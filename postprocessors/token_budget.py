@@ -74,12 +74,12 @@ class TokenBudgetPostprocessor(BaseNodePostprocessor):
                 continue
             cut = self._truncate(n, text, left)
             if cut is not None:
-                out.append(cut[0])
+                out.append(cut)
                 break  # what is left is less than the next line of this block: the budget is full
             misses += 1
         return out
 
-    def _truncate(self, n: NodeWithScore, text: str, left: int) -> Optional[tuple[NodeWithScore, int]]:
+    def _truncate(self, n: NodeWithScore, text: str, left: int) -> Optional[NodeWithScore]:
         lines = text.split("\n")
         lo, hi, best = 1, len(lines) - 1, None
         while lo <= hi:  # the most lines whose block still fits
@@ -89,15 +89,15 @@ class TokenBudgetPostprocessor(BaseNodePostprocessor):
             else:
                 cost = self._cost(n, "\n".join(lines[:mid]), True)
             if cost <= left:
-                best, lo = (mid, cost), mid + 1
+                best, lo = mid, mid + 1
             else:
                 hi = mid - 1
         if best is None:
             return None
-        k, cost = best
+        k = best
         meta = dict(n.node.metadata)
         meta[FULL_END_LINE_KEY] = meta[END_LINE_KEY]
         meta[END_LINE_KEY] = meta[START_LINE_KEY] + k - 1
         meta[TRUNCATED_KEY] = True
         node = TextNode(id_=n.node.node_id, text="\n".join(lines[:k]), metadata=meta)
-        return NodeWithScore(node=node, score=n.score), cost
+        return NodeWithScore(node=node, score=n.score)
