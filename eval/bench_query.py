@@ -76,6 +76,9 @@ TARGET_P50_MS = 20.0
 TARGET_P95_MS = 60.0
 DIM = 384
 MARKER = "bench_query.json"
+# Bumped when what an index stores changes in a way queries feel (2: slim stored nodes), so an index built
+# by an older coderag is rebuilt rather than measured.
+STORE_FORMAT = 2
 WARMUP_QUERIES = 30
 VARIANTS = {
     "hybrid": dict(retriever="hybrid"),
@@ -242,7 +245,7 @@ def build(root: Path, fake_dense: bool) -> None:
     t0 = time.perf_counter()
     settings = Settings()
     idx = ensure_index_dir(root)
-    marker = {"fake_dense": fake_dense, "sources": [s.key for s in SOURCES]}
+    marker = {"fake_dense": fake_dense, "sources": [s.key for s in SOURCES], "store_format": STORE_FORMAT}
     loader = (lambda: hash_embedding_class()(embed_batch_size=settings.embedding.batch_size)) if fake_dense else None
     last = [0.0]
 
@@ -273,7 +276,7 @@ def ensure_index(root: Path, fake_dense: bool, log) -> Optional[dict]:
     from coderag.nodes.ignore import INDEX_DIR_NAME
 
     idx = root / INDEX_DIR_NAME
-    want = {"fake_dense": fake_dense, "sources": [s.key for s in SOURCES]}
+    want = {"fake_dense": fake_dense, "sources": [s.key for s in SOURCES], "store_format": STORE_FORMAT}
     try:
         if json.loads((idx / MARKER).read_text()) == want:
             return None

@@ -30,6 +30,12 @@ def node_id_for(path: str, kind: str, symbol: str, ordinal: int) -> str:
     return str(uuid.uuid5(NODE_NAMESPACE, f"{path}\x00{kind}\x00{symbol}\x00{ordinal}"))
 
 
+def _ref(node: BaseNode) -> RelatedNodeInfo:
+    """A link to `node` by id and type. `as_related_node_info()` also copies the node's metadata and hash
+    into every link: two thirds of a stored leaf's bytes, parsed again for every candidate of every search."""
+    return RelatedNodeInfo(node_id=node.node_id, node_type=node.get_type())
+
+
 def _is_filler(line: str) -> bool:
     """Blank lines and lines of bare punctuation (`}`, `);`, `end`) never start or end a block."""
     s = line.strip()
@@ -83,7 +89,7 @@ class _FileSplit:
         node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=self.doc.id_)
         if parent is not None:
             parent.metadata[IS_LEAF_KEY] = False
-            node.relationships[NodeRelationship.PARENT] = parent.as_related_node_info()
+            node.relationships[NodeRelationship.PARENT] = _ref(parent)
         self.children.setdefault(parent.node_id if parent is not None else "", []).append(node)
         self.nodes.append(node)
         return node
@@ -141,10 +147,10 @@ class _FileSplit:
         by_id = {n.node_id: n for n in self.nodes}
         for parent_id, kids in self.children.items():
             if parent_id:
-                by_id[parent_id].relationships[NodeRelationship.CHILD] = [k.as_related_node_info() for k in kids]
+                by_id[parent_id].relationships[NodeRelationship.CHILD] = [_ref(k) for k in kids]
             for a, b in zip(kids, kids[1:]):
-                a.relationships[NodeRelationship.NEXT] = b.as_related_node_info()
-                b.relationships[NodeRelationship.PREVIOUS] = a.as_related_node_info()
+                a.relationships[NodeRelationship.NEXT] = _ref(b)
+                b.relationships[NodeRelationship.PREVIOUS] = _ref(a)
         return list(self.nodes)
 
 

@@ -38,6 +38,7 @@ class CodeIndex:
         self._docstore = None
         self._embed_model = None
         self._doc_embed_model = None
+        self._storage_context = None
         self._tokenizer = None
         self._paths: Optional[list[str]] = None
         # One ingestion at a time; searches never wait for it (the stores are safe to read meanwhile).
@@ -74,7 +75,7 @@ class CodeIndex:
         with self.ingest_lock:
             if self._store is not None and hasattr(self._store, "close"):
                 self._store.close()
-            self._store = None
+            self._store = self._storage_context = None
             self.state.close()
             self._lock.release()
 
@@ -102,6 +103,16 @@ class CodeIndex:
 
             self._docstore = open_docstore(self.state)
         return self._docstore
+
+    @property
+    def storage_context(self):
+        """StorageContext over `docstore` and `vector_store` (what the auto-merging retriever reads parents from)."""
+        if self._storage_context is None:
+            from llama_index.core.storage import StorageContext
+
+            self._storage_context = StorageContext.from_defaults(docstore=self.docstore,
+                                                                 vector_store=self.vector_store)
+        return self._storage_context
 
     @property
     def embed_model(self):
@@ -221,8 +232,10 @@ class CodeIndex:
         from coderag.nodes.scan import hash_file
 
         out = set()
+        paths = list(paths)
+        records = self.state.files_of(paths)
         for p in paths:
-            rec = self.state.file(p)
+            rec = records.get(p)
             try:
                 st = os.stat(self.root / p)
             except OSError:
@@ -236,7 +249,13 @@ class CodeIndex:
         return out
 
     def other_locations(self, node_id: str) -> list[str]:
-        return [f"{p}:{s}-{e}" for p, s, e in self.state.other_locations(node_id)]
+        """Where else the same chunk is (`path:start-end`): copies deduplicated at indexing."""
+        return self.other_locations_of([node_id]).get(node_id, [])
+
+    def other_locations_of(self, node_ids: Iterable[str]) -> dict[str, list[str]]:
+        """`other_locations` of many nodes (one query); nodes without copies are left out."""
+        return {nid: [f"{p}:{s}-{e}" for p, s, e in locs]
+                for nid, locs in self.state.other_locations_of(node_ids).items()}
 
     def warm_up(self) -> None:
         """Load what a first search would otherwise pay for: the query model, the tokenizer and its

@@ -95,11 +95,22 @@ def _to_result(nws, stale_files: set[str], also_in: list[str]) -> SearchResult:
         full_end_line=m.get("full_end_line"), also_in=also_in)
 
 
+_MOCK_LLM = None
+
+
+def _no_llm():
+    """The fusion retriever's LLM: a MockLLM it never calls (one query, no rewriting); built once, since
+    building one costs a signature inspection per request."""
+    global _MOCK_LLM
+    if _MOCK_LLM is None:
+        from llama_index.core.llms import MockLLM
+
+        _MOCK_LLM = MockLLM()
+    return _MOCK_LLM
+
+
 def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filters=None):
     """The LlamaIndex retriever graph for one request (cheap to build; filters are per request)."""
-    from llama_index.core.llms import MockLLM
-    from llama_index.core.storage import StorageContext
-
     from coderag.pipelines.retrievers import (BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever,
                                               WeightedRRFFusionRetriever)
 
@@ -115,14 +126,13 @@ def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filt
                                     exact_keywords=exact, timings=timings))
         weights.append(r.sparse_weight)
     fusion = WeightedRRFFusionRetriever(
-        legs, retriever_weights=weights, llm=MockLLM(), mode="reciprocal_rerank", num_queries=1, use_async=False,
+        legs, retriever_weights=weights, llm=_no_llm(), mode="reciprocal_rerank", num_queries=1, use_async=False,
         similarity_top_k=opts.top_k or r.fusion_top_k, keywords=opts.keywords, keyword_boost=r.keyword_boost,
         tests_docs_weight=r.tests_docs_weight,
         timings=timings)
     if not opts.auto_merge:
         return fusion
-    ctx = StorageContext.from_defaults(docstore=index.docstore, vector_store=index.vector_store)
-    return BoundedAutoMergingRetriever(fusion, ctx, simple_ratio_thresh=r.merge_ratio,
+    return BoundedAutoMergingRetriever(fusion, index.storage_context, simple_ratio_thresh=r.merge_ratio,
                                        max_parent_lines=r.max_parent_lines,
                                        min_score_ratio=r.merge_min_score_ratio, timings=timings)
 
@@ -243,7 +253,8 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
                                       frame_tokens=frame_tokens, cut_ratio=index.settings.retrieval.cut_ratio,
                                       min_block_tokens=coster.min_block_tokens())
     packed = packer.postprocess_nodes(nodes)
-    results = [_to_result(n, stale, index.other_locations(n.node.node_id)) for n in packed]
+    copies = index.other_locations_of(n.node.node_id for n in packed)
+    results = [_to_result(n, stale, copies.get(n.node.node_id, [])) for n in packed]
     out = SearchResults(results, **meta, total_hits=total, tokens=opts.max_tokens, freshness=freshness,
                         timings=timings)
 

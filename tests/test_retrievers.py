@@ -287,20 +287,44 @@ def test_contains_all() -> None:
     assert not contains_all("getUserById", ["getuserbyid"])
 
 
-def test_store_payload_decoding_equals_llamaindex(index) -> None:
-    """The fast payload decoder builds exactly the node LlamaIndex's validating path builds."""
-    from llama_index.core.vector_stores.utils import metadata_dict_to_node
-
-    from coderag.store.edge_vector_store import payload_to_node
+def test_store_payload_decodes_to_the_node_written(index) -> None:
+    """Stored leaves are slim (no embedding, no field at its default, links by id and type), and decode to the
+    very node the splitter made, which the docstore keeps as written."""
+    from coderag.store.edge_vector_store import NODE_KEY, payload_to_node
 
     recs, _ = index.vector_store.client.scroll(__import__("qdrant_edge").ScrollRequest(limit=1000, with_payload=True))
     assert len(recs) > 20
     for r in recs:
-        fast, ref = payload_to_node(r.payload), metadata_dict_to_node(r.payload)
-        assert type(fast) is type(ref)
-        assert fast.model_dump(mode="json") == ref.model_dump(mode="json")
-        assert fast.get_content() == ref.get_content() and fast.hash == ref.hash
-        assert (fast.parent_node and fast.parent_node.node_id) == (ref.parent_node and ref.parent_node.node_id)
+        assert NODE_KEY in r.payload and "_node_content" not in r.payload
+        node = payload_to_node(r.payload)
+        ref = index.docstore.get_node(node.node_id)
+        assert type(node) is type(ref)
+        assert node.model_dump(mode="json") == {**ref.model_dump(mode="json"), "embedding": None}
+        assert node.get_content(metadata_mode="embed") == ref.get_content(metadata_mode="embed")
+        assert len(r.payload[NODE_KEY]) < len(ref.to_json()) * 0.8
+
+
+def test_store_payload_round_trip_of_other_nodes_and_old_points() -> None:
+    """A TextNode with other templates and links that carry metadata comes back the same (links by id and
+    type); a point written in the older format (`_node_content`) still decodes as LlamaIndex decodes it."""
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+    from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+
+    from coderag.store.edge_vector_store import payload_to_node, store_payload
+
+    node = TextNode(text="x = '</snippet>' \u2603", metadata={"file_path": "a.py", "n": 3}, embedding=[0.5, 0.5],
+                    excluded_llm_metadata_keys=["n"], start_char_idx=4)
+    node.relationships[NodeRelationship.PARENT] = RelatedNodeInfo(node_id="p", node_type="1", metadata={"m": 1},
+                                                                  hash="h")
+    node.relationships[NodeRelationship.CHILD] = [RelatedNodeInfo(node_id="c", metadata={"k": 2})]
+    back = payload_to_node(store_payload(node)).model_dump(mode="json")
+    want = node.model_dump(mode="json")
+    want["embedding"] = None
+    want["relationships"] = {"4": {**want["relationships"]["4"], "metadata": {}, "hash": None},
+                             "5": [{**want["relationships"]["5"][0], "metadata": {}}]}
+    assert back == want
+    old = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
+    assert payload_to_node(old).model_dump(mode="json") == metadata_dict_to_node(old).model_dump(mode="json")
 
 
 def test_store_node_cache_never_serves_a_replaced_node(tmp_path: Path) -> None:

@@ -113,6 +113,18 @@ class IndexState:
         return FileRecord(*r) if r else None
 
     @_locked
+    def files_of(self, paths: Iterable[str]) -> dict[str, FileRecord]:
+        """Manifest rows of these paths (one query; a search checks every file it answers from)."""
+        paths = list(dict.fromkeys(paths))
+        out: dict[str, FileRecord] = {}
+        for i in range(0, len(paths), 500):  # under SQLite's bound-parameter limit
+            part = paths[i:i + 500]
+            rows = self.conn.execute("SELECT path, size, mtime_ns, sha256, language, status, n_nodes, n_leaves "
+                                     f"FROM files WHERE path IN ({','.join('?' * len(part))})", part)
+            out.update((r[0], FileRecord(*r)) for r in rows)
+        return out
+
+    @_locked
     def put_file(self, rec: FileRecord) -> None:
         self.conn.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)",
                           (rec.path, rec.size, rec.mtime_ns, rec.sha256, rec.language, rec.status, rec.n_nodes,
@@ -194,10 +206,19 @@ class IndexState:
         return {r[0] for r in rows}
 
     @_locked
-    def other_locations(self, node_id: str) -> list[tuple[str, int, int]]:
-        rows = self.conn.execute("SELECT file_path, start_line, end_line FROM chunks WHERE duplicate_of=? "
-                                 "ORDER BY file_path, start_line", (node_id,))
-        return [tuple(r) for r in rows]
+    def other_locations_of(self, node_ids: Iterable[str]) -> dict[str, list[tuple[str, int, int]]]:
+        """Where the copies of these chunks are (file, start, end), by the node id of the chunk kept: one query;
+        nodes without copies are left out."""
+        ids = list(dict.fromkeys(node_ids))
+        out: dict[str, list[tuple[str, int, int]]] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            rows = self.conn.execute("SELECT duplicate_of, file_path, start_line, end_line FROM chunks WHERE "
+                                     f"duplicate_of IN ({','.join('?' * len(part))}) ORDER BY file_path, start_line",
+                                     part)
+            for dup, path, start, end in rows:
+                out.setdefault(dup, []).append((path, start, end))
+        return out
 
     # -- raw KV for the docstore --
     @_locked
