@@ -47,6 +47,8 @@ class _Progress:
         msg = f"\rindexing: {self.files}/{self.total} files, {self.embedded} chunks embedded"
         if phase == "optimize":
             msg = "\rbuilding the vector index (HNSW)...".ljust(60)
+        elif phase == "line tokens":
+            msg = f"\rcounting the tokens of indexed lines: {done}/{total} files".ljust(60)
         click.echo(msg, nl=False, err=True)
 
     def close(self) -> None:

@@ -248,6 +248,18 @@ class CodeIndex:
                     out.add(p)
         return out
 
+    def line_tokens(self, paths: Iterable[str], encoding: str) -> dict[str, Any]:
+        """Stored token counts of these files' lines (postprocessors/line_tokens.py) in `encoding`, where they
+        match the content indexed now; files without are left out."""
+        from array import array
+
+        out = {}
+        for path, blob in self.state.line_tokens_of(paths, encoding).items():
+            counts = array("I")
+            counts.frombytes(blob)
+            out[path] = counts
+        return out
+
     def other_locations(self, node_id: str) -> list[str]:
         """Where else the same chunk is (`path:start-end`): copies deduplicated at indexing."""
         return self.other_locations_of([node_id]).get(node_id, [])

@@ -107,6 +107,7 @@ class Ingestion:
         self._filter = None
         self._embedder = None
         self._new_points = 0
+        self._enc = None
 
     # -- heavy parts, built on first use --
     def _build(self) -> None:
@@ -270,9 +271,12 @@ class Ingestion:
             if not file_nodes:
                 reason = next((r for p, r, _ in skips.items if p == path), None)
                 status = reason or "no-chunks"
-            self.state.put_file(FileRecord(path, e.size, e.mtime_ns, next(
-                (d.metadata["content_hash"] for d in docs if d.id_ == path), None), doc_lang, status,
-                len(file_nodes), len(leaves)))
+            doc = next((d for d in docs if d.id_ == path), None)
+            sha = doc.metadata["content_hash"] if doc is not None else None
+            self.state.put_file(FileRecord(path, e.size, e.mtime_ns, sha, doc_lang, status, len(file_nodes),
+                                           len(leaves)))
+            if status in SEARCHABLE and doc is not None:
+                self._count_lines(path, sha, doc.text)
             if status in SEARCHABLE:
                 self.summary.indexed += 1
                 self.summary.chunks += len(leaves)
@@ -290,6 +294,17 @@ class Ingestion:
             self.summary.skipped[k] = self.summary.skipped.get(k, 0) + v
         self.summary.skip_items.extend(skips.items)
         return dependents
+
+    def _count_lines(self, path: str, sha256: str, text: str) -> None:
+        """Store the token counts of the file's lines as search results show them (see line_tokens.py)."""
+        from coderag.postprocessors.line_tokens import ENCODING, cl100k, segment_counts
+        from coderag.postprocessors.lines import split_lines
+
+        if self._enc is None:
+            self._enc = cl100k()
+        counts = segment_counts(split_lines(text), self._enc)
+        if counts is not None:
+            self.state.put_line_tokens(path, sha256, ENCODING, counts.tobytes())
 
     def finish(self) -> None:
         if self._embedder is not None:
@@ -354,6 +369,37 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
     state.commit()
 
 
+def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress] = None) -> int:
+    """Count the lines of indexed files that have no counts yet (an index built before coderag stored them):
+    a tokenizer pass over each file, no re-embedding. Returns the files counted."""
+    from coderag.postprocessors.line_tokens import ENCODING, cl100k, segment_counts
+    from coderag.postprocessors.lines import split_lines
+
+    todo = state.without_line_tokens(ENCODING)
+    if not todo:
+        return 0
+    enc, done = cl100k(), 0
+    for i, (path, sha) in enumerate(todo, 1):
+        p = root / path
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        ft = read_text_file(FileEntry(path, str(p), st.st_size, st.st_mtime_ns), SkipLog())
+        if ft is None or ft.sha256 != sha:
+            continue  # gone or changed since it was indexed: the next run re-indexes it
+        counts = segment_counts(split_lines(ft.text), enc)
+        if counts is not None:
+            state.put_line_tokens(path, sha, ENCODING, counts.tobytes())
+            done += 1
+        if i % 500 == 0 or i == len(todo):
+            state.commit()
+            if progress:
+                progress("line tokens", i, len(todo))
+    state.commit()
+    return done
+
+
 def changes_for_paths(root: Path, state: IndexState, paths: list[str]) -> ChangeSet:
     """A ChangeSet for a few known paths (a watcher event, a stale search hit), without walking the tree."""
     matcher = IgnoreMatcher(root)
@@ -412,6 +458,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
             s.skipped = dict(changes.skips.counts)
             s.skip_items = list(changes.skips.items)
             sync(run, changes, fp, progress)
+            fill_line_tokens(root, state, progress)
             s.seconds = time.perf_counter() - t0
             return s
         finally:

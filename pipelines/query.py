@@ -248,7 +248,11 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
         return r
 
     t3 = time.perf_counter()
-    coster = PayloadCost(opts.format.value, render_one, count, index.tiktoken_encoding, result)
+    enc = index.tiktoken_encoding
+    counted = {}  # files just found unchanged: their blocks are priced from stored line counts
+    if opts.format == OutputFormat.Xml and enc is not None and unchanged:
+        counted = index.line_tokens({n.node.metadata[FILE_PATH_KEY] for n in nodes} & unchanged, enc.name)
+    coster = PayloadCost(opts.format.value, render_one, count, enc, result, line_tokens=counted)
     packer = TokenBudgetPostprocessor(cost=coster.cost, prefix_cost=coster.prefix_cost, max_tokens=opts.max_tokens,
                                       frame_tokens=frame_tokens, cut_ratio=index.settings.retrieval.cut_ratio,
                                       min_block_tokens=coster.min_block_tokens())

@@ -17,7 +17,8 @@ _CACHE_MAX = 512
 _CACHE_LOCK = threading.Lock()
 
 
-def _split(text: str) -> list[str]:
+def split_lines(text: str) -> list[str]:
+    """A file's text (newlines normalized) as its lines, the way the indexer numbers them."""
     lines = text.split("\n")
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()
@@ -52,14 +53,14 @@ class LineSource:
                 if current:
                     _CACHE.move_to_end(path)
             if current:
-                self._cache[rel_path] = _split(hit[2])
+                self._cache[rel_path] = split_lines(hit[2])
                 return self._cache[rel_path]
             try:
                 data = (self.root / rel_path).read_bytes()
                 if data.startswith(b"\xef\xbb\xbf"):
                     data = data[3:]
                 text = data.decode("utf-8").replace("\r\n", "\n")
-                self._cache[rel_path] = _split(text)
+                self._cache[rel_path] = split_lines(text)
                 with _CACHE_LOCK:
                     _CACHE[path] = (st.st_size, st.st_mtime_ns, text)
                     while len(_CACHE) > _CACHE_MAX:

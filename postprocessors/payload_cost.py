@@ -23,9 +23,10 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from coderag.nodes.keys import END_LINE_KEY
+from coderag.nodes.keys import END_LINE_KEY, FILE_PATH_KEY, START_LINE_KEY
+from coderag.postprocessors.line_tokens import snippet_tokens, starts_segment
 from coderag.postprocessors.payload import SearchResult, SearchResults, render_xml_frame, xml_escape
 
 # An invisible separator no escaping changes: splits a rendered block into what comes before and after
@@ -81,9 +82,11 @@ def clear_cache() -> None:
 class _Block:
     total: int  # tokens of the whole block as rendered (exact)
     before: str  # the rendered block up to its snippet
-    esc: list[str]  # the snippet's lines, escaped
-    tokens: Optional[Sequence[int]] = None  # the block's tokens (tiktoken only)
-    prefix: Optional[list[int]] = None  # tokens of the snippet's first k lines, k = 0..n: computed on need
+    after: str  # and after it
+    text: str  # the snippet, unescaped
+    esc: Optional[list[str]] = None  # the snippet's lines, escaped: on need
+    tokens: Optional[Sequence[int]] = None  # the block's tokens (tiktoken only): on need
+    prefix: Optional[list[int]] = None  # tokens of the snippet's first k lines, k = 0..n: on need
     cut_frame: Optional[int] = None  # tokens of a cut block's frame (lines, truncation marker): on need
 
 
@@ -92,13 +95,18 @@ class PayloadCost:
 
     `result(nws, text, truncated)` builds the SearchResult a node renders as; `render_one` renders one
     result in the payload's format; `count` is the exact counter; `encoding` the tiktoken Encoding behind
-    it (None: a user-set tokenizer, then each line is counted on its own).
+    it (None: a user-set tokenizer, then each line is counted on its own). `line_tokens` maps a file to
+    its stored segment counts (XML with cl100k only; given only for files just found unchanged): a block
+    of such a file is priced by encoding its header alone.
     """
 
     def __init__(self, fmt: str, render_one: Callable[[SearchResult], str], count: Callable[[str], int],
-                 encoding: Any, result: Callable[[Any, str, bool], SearchResult]) -> None:
+                 encoding: Any, result: Callable[[Any, str, bool], SearchResult],
+                 line_tokens: Optional[Mapping[str, Sequence[int]]] = None) -> None:
         self.fmt = fmt
         self._render_one, self._count, self._enc, self._result = render_one, count, encoding, result
+        self._line_tokens = line_tokens if fmt == "xml" and encoding is not None else None
+        self._footers: dict[str, int] = {}
         if fmt == "json":
             self._escape, self._sep = (lambda s: json.dumps(s, ensure_ascii=False)[1:-1]), "\\n"
         elif fmt == "xml":
@@ -121,30 +129,64 @@ class PayloadCost:
         key = id(nws)
         block = self._blocks.get(key)
         if block is None:
-            esc = [self._escape(line) for line in nws.node.get_content().split("\n")]
-            before, after = self._split(nws, False)
-            whole = before + self._sep.join(esc) + after
-            if self._enc is None:
-                block = _Block(self._count(whole), before, esc)
-            else:
-                tokens = _encode_cached(self._enc, whole)
-                block = _Block(len(tokens), before, esc, tokens)
+            block = self._from_line_tokens(nws) if self._line_tokens else None
+            if block is None:
+                text = nws.node.get_content()
+                before, after = self._split(nws, False)
+                block = _Block(0, before, after, text)
+                whole = before + self._sep.join(self._escaped(block)) + after
+                if self._enc is None:
+                    block.total = self._count(whole)
+                else:
+                    block.tokens = _encode_cached(self._enc, whole)
+                    block.total = len(block.tokens)
             self._blocks[key] = block
         return block
+
+    def _from_line_tokens(self, nws: Any) -> Optional[_Block]:
+        """The block priced from its file's stored segment counts, or None where they do not apply."""
+        m = nws.node.metadata
+        counts = self._line_tokens.get(m.get(FILE_PATH_KEY))
+        if counts is None:
+            return None
+        text = nws.node.get_content()
+        start, end = int(m[START_LINE_KEY]), int(m[END_LINE_KEY])
+        first = text.split("\n", 1)[0]
+        if text.count("\n") != end - start or not starts_segment(self._escape(first)):
+            return None
+        lines = text.split("\n")
+        snippet = snippet_tokens(counts, start, end,
+                                 lambda a, b: [self._escape(x) for x in lines[a - start:b - start + 1]], self._enc)
+        before, after = self._split(nws, False)
+        if snippet is None or not before.endswith(">\n") or not after.startswith("\n    <"):
+            return None
+        footer = self._footers.get(after)
+        if footer is None:
+            footer = self._footers[after] = len(self._enc.encode(after[1:], allowed_special="all"))
+        head = len(self._enc.encode(before, allowed_special="all"))
+        return _Block(head + snippet + footer, before, after, text)
+
+    def _escaped(self, block: _Block) -> list[str]:
+        if block.esc is None:
+            block.esc = [self._escape(line) for line in block.text.split("\n")]
+        return block.esc
 
     def _prefixes(self, block: _Block) -> list[int]:
         if block.prefix is not None:
             return block.prefix
-        if block.tokens is None:
+        esc = self._escaped(block)
+        if self._enc is None:
             sep = self._count(self._sep)
-            block.prefix = [0, *accumulate(self._count(e) + (sep if i else 0) for i, e in enumerate(block.esc))]
+            block.prefix = [0, *accumulate(self._count(e) + (sep if i else 0) for i, e in enumerate(esc))]
             return block.prefix
+        if block.tokens is None:  # priced from line counts: the cut needs the block's own tokens
+            block.tokens = _encode_cached(self._enc, block.before + self._sep.join(esc) + block.after)
         tokens = block.tokens
         ends = list(accumulate(map(token_widths(self._enc).__getitem__, tokens)))
         start = len(block.before.encode())
         head = bisect_right(ends, start)  # tokens wholly before the snippet
         prefix, offset, sep_len = [0], start, len(self._sep.encode())
-        for i, e in enumerate(block.esc):
+        for i, e in enumerate(esc):
             offset += (sep_len if i else 0) + len(e.encode())
             # tokens that end before this line does, plus the one that ends with it or spans its end
             prefix.append(max(0, min(len(tokens), bisect_left(ends, offset) + 1) - head))

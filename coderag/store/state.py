@@ -37,6 +37,8 @@ CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
 CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_path);
 CREATE INDEX IF NOT EXISTS chunks_dup ON chunks(duplicate_of);
 CREATE TABLE IF NOT EXISTS inflight (path TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS line_tokens (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL, encoding TEXT NOT NULL,
+    counts BLOB NOT NULL) WITHOUT ROWID;
 """
 
 
@@ -136,6 +138,7 @@ class IndexState:
         the row of what its searchable points say until the new one is written)."""
         if not keep_record:
             self.conn.execute("DELETE FROM files WHERE path=?", (path,))
+            self.conn.execute("DELETE FROM line_tokens WHERE path=?", (path,))
         self.conn.execute("DELETE FROM chunks WHERE file_path=?", (path,))
 
     @_locked
@@ -219,6 +222,33 @@ class IndexState:
             for dup, path, start, end in rows:
                 out.setdefault(dup, []).append((path, start, end))
         return out
+
+    # -- token counts of each file's lines (postprocessors/line_tokens.py), tied to the content's sha256 --
+    @_locked
+    def put_line_tokens(self, path: str, sha256: str, encoding: str, counts: bytes) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO line_tokens VALUES (?, ?, ?, ?)", (path, sha256, encoding, counts))
+
+    @_locked
+    def line_tokens_of(self, paths: Iterable[str], encoding: str) -> dict[str, bytes]:
+        """Counts of these files, only where they were made from the content the manifest holds now."""
+        paths = list(dict.fromkeys(paths))
+        out: dict[str, bytes] = {}
+        for i in range(0, len(paths), 500):
+            part = paths[i:i + 500]
+            rows = self.conn.execute(
+                "SELECT l.path, l.counts FROM line_tokens l JOIN files f ON f.path = l.path AND f.sha256 = l.sha256 "
+                f"WHERE l.encoding = ? AND l.path IN ({','.join('?' * len(part))})", [encoding, *part])
+            out.update(rows)
+        return out
+
+    @_locked
+    def without_line_tokens(self, encoding: str) -> list[tuple[str, str]]:
+        """(path, sha256) of searchable files whose line counts are missing or out of date."""
+        rows = self.conn.execute(
+            "SELECT f.path, f.sha256 FROM files f LEFT JOIN line_tokens l ON l.path = f.path AND "
+            f"l.sha256 = f.sha256 AND l.encoding = ? WHERE f.status IN ({','.join('?' * len(SEARCHABLE))}) "
+            "AND f.sha256 IS NOT NULL AND l.path IS NULL ORDER BY f.path", [encoding, *SEARCHABLE])
+        return [tuple(r) for r in rows]
 
     # -- raw KV for the docstore --
     @_locked

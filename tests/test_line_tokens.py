@@ -1,0 +1,96 @@
+"""Stored token counts of lines: a block priced from them costs exactly what its rendered text encodes to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from llama_index.core.schema import NodeWithScore, TextNode
+
+import coderag
+from coderag.postprocessors.line_tokens import ENCODING, cl100k, segment_counts, starts_segment
+from coderag.postprocessors.lines import split_lines
+from coderag.postprocessors.payload import SearchResult, render_result_xml
+from coderag.postprocessors.payload_cost import PayloadCost
+
+# Every line shape the pre-tokenizer treats differently: blank and whitespace-only runs, trailing spaces,
+# carriage returns, punctuation before a newline, escapes, special tokens, control characters, non-ASCII.
+TRICKY = [
+    "", "def f():", "    return 1", "", "", "   ", "\t", "class A:  ", "    x = '</snippet>'  ", "", "  \r",
+    "y = 1\r", "\rz", "<|endoftext|>", "a<|endoftext|>b", "  <|endoftext|>", "", "é = 'ünïcödé'  # 日本語",
+    "\x0c", "\x1b[31mred", "x = 1;;;", "", "", "):", "]]>", "&amp; &lt;", "    ", "\u2028", "1234567", "end", "",
+    "  ", "",
+]
+
+
+def _result(nws: NodeWithScore, text: str, truncated: bool) -> SearchResult:
+    m = nws.node.metadata
+    return SearchResult(id="0123456789ab", file_path=m["file_path"], start_line=m["start_line"],
+                        end_line=m["end_line"], language="python", symbol="A.f", kind="function", score=0.0,
+                        last_modified="2024-12-03T13:11:30+00:00", stale=False, text=text, truncated=truncated)
+
+
+def _check_blocks(lines: list[str], span: int, step: int = 1) -> int:
+    """Price every block of up to `span` lines (every `step`-th start) from the counts; compare with a full
+    count of the block as rendered. Returns how many were priced from the counts."""
+    enc = cl100k()
+    counts = segment_counts(lines, enc)
+    assert counts is not None and len(counts) == len(lines)
+    coster = PayloadCost("xml", render_result_xml, lambda t: len(enc.encode(t, allowed_special="all")), enc,
+                         _result, line_tokens={"f.py": counts})
+    from_counts, alive = 0, []  # blocks are keyed by id(): keep every node alive
+    for s in range(1, len(lines) + 1, step):
+        for e in range(s, min(len(lines), s + span) + 1):
+            text = "\n".join(lines[s - 1:e])
+            nws = NodeWithScore(node=TextNode(text=text, metadata={"file_path": "f.py", "start_line": s,
+                                                                    "end_line": e}), score=1.0)
+            alive.append(nws)
+            want = len(enc.encode(render_result_xml(_result(nws, text, False)), allowed_special="all"))
+            block = coster._block(nws)
+            assert block.total == want, (s, e, text)
+            from_counts += block.tokens is None
+    return from_counts
+
+
+def test_counts_of_tricky_lines_add_up_for_every_block() -> None:
+    assert _check_blocks(TRICKY, span=len(TRICKY)) > 200
+
+
+@pytest.mark.parametrize("name", ["cli.py", "service.py", "store/edge_vector_store.py"])
+def test_counts_of_real_files_add_up(name: str) -> None:
+    text = (Path(coderag.__file__).parent / name).read_text(encoding="utf-8")
+    assert _check_blocks(split_lines(text), span=60, step=7) > 1000
+
+
+def test_segment_starts() -> None:
+    assert starts_segment("x") and starts_segment("  def f():") and starts_segment("\t}")
+    assert not starts_segment("") and not starts_segment("   ") and not starts_segment("\u2028")
+    assert not starts_segment("y = 1\r") and not starts_segment("\rz")
+
+
+def test_indexing_stores_counts_and_index_fills_what_is_missing(tiny_repo: Path) -> None:
+    from coderag.paths import DB_NAME, index_dir
+    from coderag.pipelines.ingestion import fill_line_tokens, index_repository
+    from coderag.store.state import IndexState
+
+    index_repository(tiny_repo)
+    state = IndexState(index_dir(tiny_repo) / DB_NAME)
+    try:
+        paths = sorted(state.files())
+        stored = state.line_tokens_of(paths, ENCODING)
+        assert set(stored) == set(paths)
+        enc = cl100k()
+        for p in paths:
+            want = segment_counts(split_lines((tiny_repo / p).read_text(encoding="utf-8")), enc)
+            assert stored[p] == want.tobytes()
+        # An index from before counts were stored: `coderag index` fills them in, without re-indexing.
+        state.conn.execute("DELETE FROM line_tokens")
+        state.commit()
+        assert state.without_line_tokens(ENCODING) and fill_line_tokens(tiny_repo, state) == len(paths)
+        assert state.line_tokens_of(paths, ENCODING) == stored and not state.without_line_tokens(ENCODING)
+        # Counts of content the manifest no longer describes are never served.
+        state.conn.execute("UPDATE line_tokens SET sha256 = 'old' WHERE path = ?", (paths[0],))
+        assert paths[0] not in state.line_tokens_of(paths, ENCODING)
+        assert state.line_tokens_of(paths, "other_encoding") == {}
+    finally:
+        state.close()
