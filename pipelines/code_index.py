@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from coderag.config import Settings, StoreMode, load_settings
 from coderag.errors import IndexMissingError
@@ -13,7 +14,9 @@ from coderag.lock import WriterLock
 from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir, find_root, index_dir
 from coderag.pipelines.query import SearchOptions, run_search
 from coderag.postprocessors.payload import SearchResults
-from coderag.store.state import STATUS_INDEXED, IndexState
+from coderag.store.state import STATUS_INDEXED, FileRecord, IndexState
+
+LINE_COUNTS_CACHE = 20_000  # files whose line token counts a process keeps (~1 KB each on the 100k-chunk bench)
 
 
 class CodeIndex:
@@ -39,6 +42,8 @@ class CodeIndex:
         self._embed_model = None
         self._doc_embed_model = None
         self._storage_context = None
+        self._line_counts: OrderedDict = OrderedDict()  # (path, sha256, encoding) -> counts
+        self._line_lock = threading.Lock()
         self._tokenizer = None
         self._paths: Optional[list[str]] = None
         # One ingestion at a time; searches never wait for it (the stores are safe to read meanwhile).
@@ -229,36 +234,58 @@ class CodeIndex:
 
     def changed_files(self, paths: Iterable[str]) -> set[str]:
         """Those of `paths` whose file differs from what is indexed (stat, then hash) or is gone."""
+        return {p for p, rec in self.check_files(paths).items() if rec is None}
+
+    def check_files(self, paths: Iterable[str]) -> dict[str, Optional[FileRecord]]:
+        """Each of `paths` -> its manifest row if the file on disk is the content indexed (same size and
+        mtime, or else the same hash), None if it changed, is gone or is not indexed."""
         from coderag.nodes.scan import hash_file
 
-        out = set()
-        paths = list(paths)
+        paths = list(dict.fromkeys(paths))
         records = self.state.files_of(paths)
+        out: dict[str, Optional[FileRecord]] = {}
         for p in paths:
             rec = records.get(p)
             try:
                 st = os.stat(self.root / p)
             except OSError:
-                out.add(p)
-                continue
-            if rec is None:
-                out.add(p)
-            elif rec.size != st.st_size or rec.mtime_ns != st.st_mtime_ns:
-                if hash_file(str(self.root / p)) != rec.sha256:
-                    out.add(p)
+                rec = None
+            else:
+                if rec is not None and (rec.size != st.st_size or rec.mtime_ns != st.st_mtime_ns):
+                    if hash_file(str(self.root / p)) != rec.sha256:
+                        rec = None
+            out[p] = rec
         return out
 
-    def line_tokens(self, paths: Iterable[str], encoding: str) -> dict[str, Any]:
-        """Stored token counts of these files' lines (postprocessors/line_tokens.py) in `encoding`, where they
-        match the content indexed now; files without are left out."""
+    def line_tokens(self, files: Mapping[str, str], encoding: str) -> dict[str, Any]:
+        """Stored token counts of lines (postprocessors/line_tokens.py) for `files` (path -> sha256 of the
+        content wanted), where they were counted from that content in `encoding`. Kept in memory by
+        (path, sha256); `warm_up` preloads them."""
         from array import array
 
-        out = {}
-        for path, blob in self.state.line_tokens_of(paths, encoding).items():
-            counts = array("I")
-            counts.frombytes(blob)
-            out[path] = counts
+        out, missing = {}, []
+        with self._line_lock:
+            for path, sha in files.items():
+                hit = self._line_counts.get((path, sha, encoding))
+                if hit is not None:
+                    out[path] = hit
+                else:
+                    missing.append(path)
+        if missing:
+            found = {}
+            for path, (sha, blob) in self.state.line_tokens_of(missing, encoding).items():
+                if sha == files[path]:
+                    found[(path, sha, encoding)] = out[path] = array("I", blob)
+            self._cache_line_tokens(found)
         return out
+
+    def _cache_line_tokens(self, entries: dict) -> None:
+        with self._line_lock:
+            for key, counts in entries.items():
+                self._line_counts[key] = counts
+                self._line_counts.move_to_end(key)
+            while len(self._line_counts) > LINE_COUNTS_CACHE:
+                self._line_counts.popitem(last=False)
 
     def other_locations(self, node_id: str) -> list[str]:
         """Where else the same chunk is (`path:start-end`): copies deduplicated at indexing."""
@@ -283,6 +310,12 @@ class CodeIndex:
         self.count_tokens("warm up")
         if self.tiktoken_encoding is not None:
             token_widths(self.tiktoken_encoding)
+        enc = self.tiktoken_encoding
+        if enc is not None:
+            from array import array
+
+            self._cache_line_tokens({(path, sha, enc.name): array("I", blob) for path, sha, blob
+                                     in self.state.current_line_tokens(enc.name, LINE_COUNTS_CACHE)})
         warm = getattr(self.vector_store, "warm_page_cache", None)
         if warm is not None:
             warm()

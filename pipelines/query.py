@@ -128,8 +128,7 @@ def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filt
     fusion = WeightedRRFFusionRetriever(
         legs, retriever_weights=weights, llm=_no_llm(), mode="reciprocal_rerank", num_queries=1, use_async=False,
         similarity_top_k=opts.top_k or r.fusion_top_k, keywords=opts.keywords, keyword_boost=r.keyword_boost,
-        tests_docs_weight=r.tests_docs_weight,
-        timings=timings)
+        tests_docs_weight=r.tests_docs_weight, timings=timings)
     if not opts.auto_merge:
         return fusion
     return BoundedAutoMergingRetriever(fusion, index.storage_context, simple_ratio_thresh=r.merge_ratio,
@@ -172,6 +171,26 @@ def _preselect(nodes: list, max_tokens: int, cut_ratio: float) -> list:
     return out
 
 
+class _Files:
+    """What one search learns about the files of its candidates, each file looked up once: whether it is
+    the content indexed (stat, then hash), and if so the stored token counts of its lines (`encoding`)."""
+
+    def __init__(self, index: "CodeIndex", encoding: Optional[str]) -> None:
+        self.index, self.encoding = index, encoding
+        self.records: dict = {}  # path -> manifest row if unchanged, else None
+        self.counts: dict = {}  # path -> line token counts (unchanged files that have them)
+
+    def changed(self, paths) -> set[str]:
+        todo = [p for p in paths if p not in self.records]
+        if todo:
+            recs = self.index.check_files(todo)
+            self.records.update(recs)
+            if self.encoding:
+                current = {p: r.sha256 for p, r in recs.items() if r is not None and r.sha256}
+                self.counts.update(self.index.line_tokens(current, self.encoding))
+        return {p for p in paths if self.records[p] is None}
+
+
 def strategy_name(opts: SearchOptions) -> str:
     legs = {"hybrid": "dense + bm25 (weighted rrf)", "bm25": "bm25", "dense": "dense"}[opts.retriever.value]
     extra = [x for x, on in (("auto-merge", opts.auto_merge), ("merge-adjacent", opts.merge_adjacent)) if on]
@@ -194,10 +213,12 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     freshness = freshness or "fresh"
     stale: set[str] = set()
     checked: set[str] = set()  # files compared with the index during this request
+    enc = index.tiktoken_encoding
+    files = _Files(index, enc.name if enc is not None and opts.format == OutputFormat.Xml else None)
     if any_file:
         nodes = build_retriever(index, opts, timings, filters).retrieve(opts.query)
         checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}
-        changed = index.changed_files(checked)
+        changed = files.changed(checked)
         if changed:
             limit = index.settings.retrieval.freshness_max_files
             if refresh and index.can_refresh and len(changed) <= limit:
@@ -208,7 +229,8 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
                 filters, any_file = _filters(index, opts)
                 nodes = build_retriever(index, opts, timings, filters).retrieve(opts.query) if any_file else []
                 checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}
-                stale = index.changed_files(checked)
+                files = _Files(index, files.encoding)
+                stale = files.changed(checked)
             else:
                 stale = changed
             if stale:
@@ -248,10 +270,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
         return r
 
     t3 = time.perf_counter()
-    enc = index.tiktoken_encoding
-    counted = {}  # files just found unchanged: their blocks are priced from stored line counts
-    if opts.format == OutputFormat.Xml and enc is not None and unchanged:
-        counted = index.line_tokens({n.node.metadata[FILE_PATH_KEY] for n in nodes} & unchanged, enc.name)
+    counted = {p: c for p, c in files.counts.items() if p in unchanged}  # blocks priced from line counts
     coster = PayloadCost(opts.format.value, render_one, count, enc, result, line_tokens=counted)
     packer = TokenBudgetPostprocessor(cost=coster.cost, prefix_cost=coster.prefix_cost, max_tokens=opts.max_tokens,
                                       frame_tokens=frame_tokens, cut_ratio=index.settings.retrieval.cut_ratio,

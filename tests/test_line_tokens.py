@@ -76,21 +76,42 @@ def test_indexing_stores_counts_and_index_fills_what_is_missing(tiny_repo: Path)
     index_repository(tiny_repo)
     state = IndexState(index_dir(tiny_repo) / DB_NAME)
     try:
-        paths = sorted(state.files())
-        stored = state.line_tokens_of(paths, ENCODING)
-        assert set(stored) == set(paths)
+        records = state.files()
+        stored = state.line_tokens_of(records, ENCODING)
+        assert set(stored) == set(records)
         enc = cl100k()
-        for p in paths:
+        for p, (sha, blob) in stored.items():
             want = segment_counts(split_lines((tiny_repo / p).read_text(encoding="utf-8")), enc)
-            assert stored[p] == want.tobytes()
+            assert sha == records[p].sha256 and blob == want.tobytes()
         # An index from before counts were stored: `coderag index` fills them in, without re-indexing.
         state.conn.execute("DELETE FROM line_tokens")
         state.commit()
-        assert state.without_line_tokens(ENCODING) and fill_line_tokens(tiny_repo, state) == len(paths)
-        assert state.line_tokens_of(paths, ENCODING) == stored and not state.without_line_tokens(ENCODING)
-        # Counts of content the manifest no longer describes are never served.
-        state.conn.execute("UPDATE line_tokens SET sha256 = 'old' WHERE path = ?", (paths[0],))
-        assert paths[0] not in state.line_tokens_of(paths, ENCODING)
-        assert state.line_tokens_of(paths, "other_encoding") == {}
+        assert state.without_line_tokens(ENCODING) and fill_line_tokens(tiny_repo, state) == len(records)
+        assert state.line_tokens_of(records, ENCODING) == stored and not state.without_line_tokens(ENCODING)
+        assert state.line_tokens_of(records, "other_encoding") == {}
     finally:
         state.close()
+
+
+def test_search_uses_counts_only_of_the_content_indexed(tiny_repo: Path) -> None:
+    """Counts are served for the content they were made from; a search over an edited file prices its blocks
+    by encoding them, and its payload still counts exactly."""
+    from coderag.pipelines.code_index import CodeIndex
+
+    with CodeIndex.open(tiny_repo) as index:
+        index.refresh()
+        records = index.state.files()
+        rel = "src/auth/service.py"
+        current = {p: r.sha256 for p, r in records.items()}
+        assert set(index.line_tokens(current, ENCODING)) == set(records)
+        assert index.line_tokens({rel: "0" * 64}, ENCODING) == {}
+        index.warm_up()  # preloads the counts
+        assert len(index._line_counts) == len(records)
+        res = index.search("login retries", max_tokens=2000, refresh=False)
+        assert res and res.tokens == index.count_tokens(res.to_xml())
+        path = tiny_repo / rel
+        path.write_text(path.read_text(encoding="utf-8").replace("MAX_RETRIES = 3", "MAX_RETRIES = 33333 # <&>"),
+                        encoding="utf-8")
+        assert index.check_files([rel]) == {rel: None}
+        res = index.search("login retries", max_tokens=2000, refresh=False)
+        assert any(r.stale for r in res) and res.tokens == index.count_tokens(res.to_xml())

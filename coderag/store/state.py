@@ -229,17 +229,23 @@ class IndexState:
         self.conn.execute("INSERT OR REPLACE INTO line_tokens VALUES (?, ?, ?, ?)", (path, sha256, encoding, counts))
 
     @_locked
-    def line_tokens_of(self, paths: Iterable[str], encoding: str) -> dict[str, bytes]:
-        """Counts of these files, only where they were made from the content the manifest holds now."""
+    def line_tokens_of(self, paths: Iterable[str], encoding: str) -> dict[str, tuple[str, bytes]]:
+        """path -> (sha256 of the content they were counted from, counts) for those of `paths` that have them."""
         paths = list(dict.fromkeys(paths))
-        out: dict[str, bytes] = {}
+        out: dict[str, tuple[str, bytes]] = {}
         for i in range(0, len(paths), 500):
             part = paths[i:i + 500]
-            rows = self.conn.execute(
-                "SELECT l.path, l.counts FROM line_tokens l JOIN files f ON f.path = l.path AND f.sha256 = l.sha256 "
-                f"WHERE l.encoding = ? AND l.path IN ({','.join('?' * len(part))})", [encoding, *part])
-            out.update(rows)
+            rows = self.conn.execute("SELECT path, sha256, counts FROM line_tokens WHERE encoding = ? AND path IN "
+                                     f"({','.join('?' * len(part))})", [encoding, *part])
+            out.update((path, (sha, blob)) for path, sha, blob in rows)
         return out
+
+    @_locked
+    def current_line_tokens(self, encoding: str, limit: int) -> list[tuple[str, str, bytes]]:
+        """(path, sha256, counts) of up to `limit` files whose counts match the manifest (to preload them)."""
+        rows = self.conn.execute("SELECT l.path, l.sha256, l.counts FROM line_tokens l JOIN files f ON f.path = l.path "
+                                 "AND f.sha256 = l.sha256 WHERE l.encoding = ? LIMIT ?", (encoding, limit))
+        return [tuple(r) for r in rows]
 
     @_locked
     def without_line_tokens(self, encoding: str) -> list[tuple[str, str]]:
