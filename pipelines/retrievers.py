@@ -148,9 +148,10 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         """Every leg but the last runs on a worker thread while the last runs here: the dense leg spends
         most of its time in the query embedding (ONNX Runtime releases the GIL), the BM25 leg in the store,
         so on two cores the BM25 leg costs no wall time. Each job runs in a copy of this thread's context,
-        so LlamaIndex's instrumentation spans nest as they would in sequence. (Tried and measured equal or
-        slower at p50: checking the BM25 leg's files meanwhile, +1.3-2.8 ms as the threads trade the GIL;
-        only the embedding on the worker and both store queries here, no change.)"""
+        so LlamaIndex's instrumentation spans nest as they would in sequence. (Tried, and measured equal or
+        slower at p50 in one process on the same queries: checking the BM25 leg's files meanwhile, +1.3 ms;
+        only the embedding on the worker and both store queries here, no change; starting the embedding as
+        the request arrives, +1.2 ms. On this 2-core VM concurrent work slows both threads down.)"""
         jobs = [(q, i, r) for q in queries for i, r in enumerate(self._retrievers)]
         if len(jobs) < 2:
             return super()._run_sync_queries(queries)

@@ -91,5 +91,6 @@ def snippet_tokens(counts: Sequence[int], start: int, end: int, esc_lines: Any, 
         while counts[last - 1] == 0:
             last -= 1
         total -= counts[last - 1]
-        total += len(enc.encode("".join(e + "\n" for e in esc_lines(last, end)), allowed_special="all"))
+        part = "".join(e + "\n" for e in esc_lines(last, end))
+        total += len(enc.encode(part, allowed_special="all") if "<|" in part else enc.encode_ordinary(part))
     return total

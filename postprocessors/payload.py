@@ -84,21 +84,32 @@ def xml_escape(value: Any) -> str:
 _x = xml_escape
 
 
-def render_result_xml(r: SearchResult) -> str:
+def xml_result_head(r: SearchResult) -> list[str]:
+    """The lines of a result before its snippet (the last is `    <snippet>`), without their newlines."""
+    head = [f"  <result id={quoteattr(r.id)} score=\"{r.score:.4f}\">",
+            f"    <source_file>{_x(r.file_path)}</source_file>",
+            f"    <lines>{r.start_line}-{r.end_line}</lines>",
+            f"    <language>{_x(r.language)}</language>",
+            f"    <symbol>{_x(r.symbol)}</symbol>",
+            f"    <last_modified>{_x(r.last_modified)}</last_modified>"]
+    if r.stale:
+        head.append("    <stale>true: the file changed after indexing; re-read before editing</stale>")
+    head.extend(f"    <also_in>{_x(loc)}</also_in>" for loc in r.also_in)
+    head.append("    <snippet>")
+    return head
+
+
+def xml_result_tail(r: SearchResult) -> str:
+    """What follows a result's snippet, from the newline that ends its last line."""
     truncated = ""
     if r.truncated:
         truncated = (f"\n    <truncated>lines {r.end_line + 1}-{r.full_end_line} not shown; "
                      f"use expand_result or read the file</truncated>")
-    also = "".join(f"\n    <also_in>{_x(loc)}</also_in>" for loc in r.also_in)
-    stale = "\n    <stale>true: the file changed after indexing; re-read before editing</stale>" if r.stale else ""
-    return (f"  <result id={quoteattr(r.id)} score=\"{r.score:.4f}\">\n"
-            f"    <source_file>{_x(r.file_path)}</source_file>\n"
-            f"    <lines>{r.start_line}-{r.end_line}</lines>\n"
-            f"    <language>{_x(r.language)}</language>\n"
-            f"    <symbol>{_x(r.symbol)}</symbol>\n"
-            f"    <last_modified>{_x(r.last_modified)}</last_modified>{stale}{also}\n"
-            f"    <snippet>\n{_x(r.text)}\n    </snippet>{truncated}\n"
-            f"  </result>\n")
+    return f"\n    </snippet>{truncated}\n  </result>\n"
+
+
+def render_result_xml(r: SearchResult) -> str:
+    return "\n".join(xml_result_head(r)) + "\n" + _x(r.text) + xml_result_tail(r)
 
 
 def render_xml_frame(res: SearchResults, returned: int, tokens: int) -> tuple[str, str]:

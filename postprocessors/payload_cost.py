@@ -27,7 +27,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from coderag.nodes.keys import END_LINE_KEY, FILE_PATH_KEY, START_LINE_KEY
 from coderag.postprocessors.line_tokens import snippet_tokens, starts_segment
-from coderag.postprocessors.payload import SearchResult, SearchResults, render_xml_frame, xml_escape
+from coderag.postprocessors.payload import (SearchResult, SearchResults, render_xml_frame, xml_escape, xml_result_head,
+                                            xml_result_tail)
 
 # An invisible separator no escaping changes: splits a rendered block into what comes before and after
 # its snippet.
@@ -72,10 +73,17 @@ def _encode_cached(enc: Any, text: str) -> Sequence[int]:
     return tokens
 
 
+# Tokens of header lines (`    <language>python</language>` + newline) by (encoding, line): most repeat.
+_HEAD_LINES: dict[tuple[str, str], int] = {}
+_HEAD_LINES_SIZE = 100_000
+_REPEATING = ("    <source_file>", "    <language>", "    <last_modified>", "    <snippet>", "    <stale>")
+
+
 def clear_cache() -> None:
-    """Forget the cached block encodings (benchmarks)."""
+    """Forget the cached block encodings and header line counts (benchmarks)."""
     with _BLOCK_CACHE_LOCK:
         _BLOCK_CACHE.clear()
+        _HEAD_LINES.clear()
 
 
 @dataclass
@@ -84,6 +92,8 @@ class _Block:
     before: str  # the rendered block up to its snippet
     after: str  # and after it
     text: str  # the snippet, unescaped
+    counts: Optional[Sequence[int]] = None  # its file's segment counts, when priced from them
+    start: int = 0  # the snippet's first line in the file (with counts)
     esc: Optional[list[str]] = None  # the snippet's lines, escaped: on need
     tokens: Optional[Sequence[int]] = None  # the block's tokens (tiktoken only): on need
     prefix: Optional[list[int]] = None  # tokens of the snippet's first k lines, k = 0..n: on need
@@ -144,7 +154,9 @@ class PayloadCost:
         return block
 
     def _from_line_tokens(self, nws: Any) -> Optional[_Block]:
-        """The block priced from its file's stored segment counts, or None where they do not apply."""
+        """The block priced from its file's stored segment counts (see line_tokens.py): its header lines are
+        segments too, mostly the same from block to block, so only the new ones are encoded. None where
+        the counts do not apply."""
         m = nws.node.metadata
         counts = self._line_tokens.get(m.get(FILE_PATH_KEY))
         if counts is None:
@@ -154,17 +166,53 @@ class PayloadCost:
         first = text.split("\n", 1)[0]
         if text.count("\n") != end - start or not starts_segment(self._escape(first)):
             return None
-        lines = text.split("\n")
-        snippet = snippet_tokens(counts, start, end,
-                                 lambda a, b: [self._escape(x) for x in lines[a - start:b - start + 1]], self._enc)
-        before, after = self._split(nws, False)
-        if snippet is None or not before.endswith(">\n") or not after.startswith("\n    <"):
+        block = _Block(0, "", "", text, counts=counts, start=start)
+        snippet = snippet_tokens(counts, start, end, self._esc_range(block), self._enc)
+        r = self._result(nws, "", False)
+        r.score = 0.0  # as in _split
+        head, tail = xml_result_head(r), xml_result_tail(r)
+        head_tokens = self._lines_tokens(head)
+        if snippet is None or head_tokens is None:
             return None
-        footer = self._footers.get(after)
+        footer = self._footers.get(tail)
         if footer is None:
-            footer = self._footers[after] = len(self._enc.encode(after[1:], allowed_special="all"))
-        head = len(self._enc.encode(before, allowed_special="all"))
-        return _Block(head + snippet + footer, before, after, text)
+            footer = self._footers[tail] = len(self._enc.encode(tail[1:], allowed_special="all"))
+        block.total, block.before, block.after = head_tokens + snippet + footer, "\n".join(head) + "\n", tail
+        return block
+
+    def _lines_tokens(self, lines: list[str]) -> Optional[int]:
+        """Tokens of these header lines, each followed by a newline (each starts a segment). Lines that
+        repeat (file, language, date) are counted once and remembered; the rest are counted together."""
+        total, name, rest = 0, self._enc.name, []
+        for line in lines:
+            n = _HEAD_LINES.get((name, line))
+            if n is not None:
+                total += n
+                continue
+            if not starts_segment(line) or "\n" in line:  # a file name with a line break in it
+                return None
+            if line.startswith(_REPEATING):
+                n = _HEAD_LINES[(name, line)] = self._tokens_of(line + "\n")
+                if len(_HEAD_LINES) >= _HEAD_LINES_SIZE:
+                    _HEAD_LINES.clear()
+                total += n
+            else:
+                rest.append(line)
+        return total + (self._tokens_of("\n".join(rest) + "\n") if rest else 0)
+
+    def _tokens_of(self, text: str) -> int:
+        """Tokens of `text` as `count` counts them (special tokens allowed), with less call overhead."""
+        if "<|" in text:
+            return len(self._enc.encode(text, allowed_special="all"))
+        return len(self._enc.encode_ordinary(text))
+
+    def _esc_range(self, block: _Block) -> Callable[[int, int], list[str]]:
+        """Escaped lines a..b (numbered as in the file) of a block priced from counts."""
+        lines = block.text.split("\n")
+
+        def escaped(a: int, b: int) -> list[str]:
+            return [self._escape(x) for x in lines[a - block.start:b - block.start + 1]]
+        return escaped
 
     def _escaped(self, block: _Block) -> list[str]:
         if block.esc is None:
@@ -212,6 +260,11 @@ class PayloadCost:
         if block.cut_frame is None:
             before, after = self._split(nws, True)
             block.cut_frame = self._count(before) + self._count(after)
+        if block.counts is not None:
+            n = 0 if k == 0 else snippet_tokens(block.counts, block.start, block.start + k - 1,
+                                                self._esc_range(block), self._enc)
+            if n is not None:
+                return block.cut_frame + n + SLACK
         return block.cut_frame + self._prefixes(block)[k] + SLACK
 
     # -- the payload --------------------------------------------------------------------------------

@@ -30,14 +30,23 @@ def _result(nws: NodeWithScore, text: str, truncated: bool) -> SearchResult:
                         last_modified="2024-12-03T13:11:30+00:00", stale=False, text=text, truncated=truncated)
 
 
-def _check_blocks(lines: list[str], span: int, step: int = 1) -> int:
+def _odd_result(nws: NodeWithScore, text: str, truncated: bool) -> SearchResult:
+    """Header fields that escape, hold a special token, a carriage return or a line break, plus stale and
+    also_in lines: the block is still counted exactly (from counts where the header allows it)."""
+    r = _result(nws, text, truncated)
+    r.symbol, r.language, r.stale = "A<|endoftext|>.f & <g>", "py\u00e9", True
+    r.also_in = ["b/c d.py:1-2", "e\rf.py:3-4"] if nws.node.metadata["start_line"] % 2 else ["x\ny.py:5-9"]
+    return r
+
+
+def _check_blocks(lines: list[str], span: int, step: int = 1, result=_result) -> int:
     """Price every block of up to `span` lines (every `step`-th start) from the counts; compare with a full
     count of the block as rendered. Returns how many were priced from the counts."""
     enc = cl100k()
     counts = segment_counts(lines, enc)
     assert counts is not None and len(counts) == len(lines)
     coster = PayloadCost("xml", render_result_xml, lambda t: len(enc.encode(t, allowed_special="all")), enc,
-                         _result, line_tokens={"f.py": counts})
+                         result, line_tokens={"f.py": counts})
     from_counts, alive = 0, []  # blocks are keyed by id(): keep every node alive
     for s in range(1, len(lines) + 1, step):
         for e in range(s, min(len(lines), s + span) + 1):
@@ -45,7 +54,7 @@ def _check_blocks(lines: list[str], span: int, step: int = 1) -> int:
             nws = NodeWithScore(node=TextNode(text=text, metadata={"file_path": "f.py", "start_line": s,
                                                                     "end_line": e}), score=1.0)
             alive.append(nws)
-            want = len(enc.encode(render_result_xml(_result(nws, text, False)), allowed_special="all"))
+            want = len(enc.encode(render_result_xml(result(nws, text, False)), allowed_special="all"))
             block = coster._block(nws)
             assert block.total == want, (s, e, text)
             from_counts += block.tokens is None
@@ -54,6 +63,31 @@ def _check_blocks(lines: list[str], span: int, step: int = 1) -> int:
 
 def test_counts_of_tricky_lines_add_up_for_every_block() -> None:
     assert _check_blocks(TRICKY, span=len(TRICKY)) > 200
+    assert _check_blocks(TRICKY, span=len(TRICKY), result=_odd_result) == 0  # a header line with \r or \n
+
+
+def test_cut_blocks_priced_from_counts_match_their_rendering() -> None:
+    """The packer's price of a block cut after k lines (from counts) stays within SLACK of the real count."""
+    from coderag.postprocessors.payload_cost import SLACK
+
+    enc = cl100k()
+    lines = split_lines((Path(coderag.__file__).parent / "service.py").read_text(encoding="utf-8"))
+    counts = segment_counts(lines, enc)
+    coster = PayloadCost("xml", render_result_xml, lambda t: len(enc.encode(t, allowed_special="all")), enc,
+                         _result, line_tokens={"f.py": counts})
+    alive, from_counts = [], 0
+    for s in range(1, len(lines) - 40, 9):
+        text = "\n".join(lines[s - 1:s + 39])
+        nws = NodeWithScore(node=TextNode(text=text, metadata={"file_path": "f.py", "start_line": s,
+                                                                "end_line": s + 39}), score=1.0)
+        alive.append(nws)
+        for k in range(1, 40, 3):
+            r = _result(nws, "\n".join(lines[s - 1:s - 1 + k]), True)
+            r.end_line, r.full_end_line = s + k - 1, s + 39
+            real = len(enc.encode(render_result_xml(r), allowed_special="all"))
+            assert 0 <= coster.prefix_cost(nws, k) - real <= 2 * SLACK, (s, k)
+        from_counts += coster._block(nws).counts is not None
+    assert from_counts > len(alive) * 0.6
 
 
 @pytest.mark.parametrize("name", ["cli.py", "service.py", "store/edge_vector_store.py"])

@@ -344,13 +344,16 @@ def test_payload_cost_score_digits_never_change_a_count(index, fmt) -> None:
         assert len(counts) == 1, (r.file_path, counts)
 
 
-def test_payload_cost_cached_block_counts_stay_exact(index) -> None:
-    """The same blocks in a second search come from the block cache; the payload count stays exact."""
+@pytest.mark.parametrize("fmt", ["xml", "json"])
+def test_payload_cost_cached_counts_stay_exact(index, fmt) -> None:
+    """Blocks seen again come from the caches (XML: header lines, the snippets from stored line counts; other
+    formats: whole blocks); the payload count stays exact."""
     from coderag.postprocessors import payload_cost
 
     payload_cost.clear_cache()
     for _ in range(2):
         for q in ("sales report tax cents", "round the sales tax to whole cents"):
-            res = index.search(q, max_tokens=1000)
-            assert res.tokens == index.count_tokens(res.to_xml()) <= 1000
-    assert len(payload_cost._BLOCK_CACHE) > 0
+            res = index.search(q, max_tokens=1000, format=fmt)
+            rendered = res.to_xml() if fmt == "xml" else res.to_json()
+            assert res.tokens == index.count_tokens(rendered) <= 1000
+    assert len(payload_cost._HEAD_LINES if fmt == "xml" else payload_cost._BLOCK_CACHE) > 0
