@@ -243,16 +243,18 @@ class CodeIndex:
 
         paths = list(dict.fromkeys(paths))
         records = self.state.files_of(paths)
+        root = str(self.root)  # plain strings: a search checks ~40 files, and Path joins cost more than stat
         out: dict[str, Optional[FileRecord]] = {}
         for p in paths:
             rec = records.get(p)
+            full = os.path.join(root, p)
             try:
-                st = os.stat(self.root / p)
+                st = os.stat(full)
             except OSError:
                 rec = None
             else:
                 if rec is not None and (rec.size != st.st_size or rec.mtime_ns != st.st_mtime_ns):
-                    if hash_file(str(self.root / p)) != rec.sha256:
+                    if hash_file(full) != rec.sha256:
                         rec = None
             out[p] = rec
         return out
