@@ -243,6 +243,11 @@ class Ingestion:
         self._filter.skips.counts.clear()
         self._filter.skips.items.clear()
         self._embedder.set_enabled(self.dense)
+        # Counted before any point is written: a search that meets a file's new points while its manifest
+        # row is not written yet calls it stale, so nothing slow may run between the two.
+        from coderag.postprocessors.line_tokens import ENCODING as LINE_ENCODING
+
+        line_tokens = {d.id_: self._count_lines(d.text) for d in docs}
         nodes = pipeline.run(documents=docs) if docs else []
         if not self.dense:
             sparse = [n for n in nodes if n.metadata.get("is_leaf", True) and not n.metadata.get("duplicate_of")]
@@ -275,8 +280,8 @@ class Ingestion:
             sha = doc.metadata["content_hash"] if doc is not None else None
             self.state.put_file(FileRecord(path, e.size, e.mtime_ns, sha, doc_lang, status, len(file_nodes),
                                            len(leaves)))
-            if status in SEARCHABLE and doc is not None:
-                self._count_lines(path, sha, doc.text)
+            if status in SEARCHABLE and line_tokens.get(path) is not None:
+                self.state.put_line_tokens(path, sha, LINE_ENCODING, line_tokens[path])
             if status in SEARCHABLE:
                 self.summary.indexed += 1
                 self.summary.chunks += len(leaves)
@@ -295,16 +300,15 @@ class Ingestion:
         self.summary.skip_items.extend(skips.items)
         return dependents
 
-    def _count_lines(self, path: str, sha256: str, text: str) -> None:
-        """Store the token counts of the file's lines as search results show them (see line_tokens.py)."""
-        from coderag.postprocessors.line_tokens import ENCODING, cl100k, segment_counts
+    def _count_lines(self, text: str) -> Optional[bytes]:
+        """The token counts of the file's lines as search results show them (see line_tokens.py)."""
+        from coderag.postprocessors.line_tokens import cl100k, segment_counts
         from coderag.postprocessors.lines import split_lines
 
         if self._enc is None:
             self._enc = cl100k()
         counts = segment_counts(split_lines(text), self._enc)
-        if counts is not None:
-            self.state.put_line_tokens(path, sha256, ENCODING, counts.tobytes())
+        return counts.tobytes() if counts is not None else None
 
     def finish(self) -> None:
         if self._embedder is not None:
