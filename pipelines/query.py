@@ -219,6 +219,10 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
         nodes = build_retriever(index, opts, timings, filters).retrieve(opts.query)
         checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}
         changed = files.changed(checked)
+        if changed and not _quiet(index):
+            # An ingestion in another thread is writing these files' new points and manifest rows, which
+            # appear one after the other: being indexed right now, not stale.
+            changed -= set(index.state.inflight())
         if changed:
             limit = index.settings.retrieval.freshness_max_files
             if refresh and index.can_refresh and len(changed) <= limit:
@@ -239,10 +243,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     nodes = _preselect(nodes, opts.max_tokens, index.settings.retrieval.cut_ratio)
     # A lone chunk of a file just found unchanged is shown as indexed, without reading the file; not while
     # an ingestion runs in another thread, when the store and the manifest may briefly disagree.
-    quiet = index.ingest_lock.acquire(blocking=False)
-    if quiet:
-        index.ingest_lock.release()
-    unchanged = checked - stale if quiet else set()
+    unchanged = checked - stale if _quiet(index) else set()
     lines = LineSource(index.root)
     t2 = time.perf_counter()
     if opts.merge_adjacent:
@@ -319,6 +320,14 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
             _measure(out, tokens_of, t0)
     out.timings["total_ms"] = out.latency_ms
     return out
+
+
+def _quiet(index: "CodeIndex") -> bool:
+    """No ingestion runs in another thread of this process."""
+    if index.ingest_lock.acquire(blocking=False):
+        index.ingest_lock.release()
+        return True
+    return False
 
 
 def _measure(out: SearchResults, tokens_of, t0: float) -> None:

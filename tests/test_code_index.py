@@ -227,6 +227,47 @@ def test_code_index_change_beyond_the_refresh_limit_is_flagged_stale(repo: Path,
     assert index.changed_files([rel]) == {rel}  # nothing was re-indexed
 
 
+def test_code_index_file_being_indexed_is_not_called_stale(index, repo: Path) -> None:
+    """An ingestion in another thread writes a file's points, then its manifest row: a search between the
+    two sees the points without the row. The file is in flight, not stale; its text is read from disk."""
+    import threading
+
+    rel = "src/mutable/farewell.py"
+    res = index.search("say goodbye to a visitor", refresh=False)
+    assert any(r.file_path == rel for r in res)
+    row = index.state.files()[rel]
+    held, release = threading.Event(), threading.Event()
+
+    def ingest() -> None:
+        with index.ingest_lock:
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=ingest)
+    t.start()
+    held.wait(30)
+    try:
+        index.state.add_inflight([rel])
+        index.state.conn.execute("DELETE FROM files WHERE path = ?", (rel,))
+        res = index.search("say goodbye to a visitor", refresh=False)
+        hit = next(r for r in res if r.file_path == rel)
+        assert not hit.stale
+        assert_exact(repo, res)
+    finally:
+        index.state.put_file(row)
+        index.state.clear_inflight([rel])
+        index.state.commit()
+        release.set()
+        t.join()
+    # Not in flight, no row: that file is not what is indexed.
+    index.state.conn.execute("DELETE FROM files WHERE path = ?", (rel,))
+    try:
+        assert index.changed_files([rel]) == {rel}
+    finally:
+        index.state.put_file(row)
+        index.state.commit()
+
+
 def test_code_index_refresh_without_search_picks_up_a_change(index, repo: Path) -> None:
     rel = "src/mutable/farewell.py"
     _rewrite(repo, rel, '''\
