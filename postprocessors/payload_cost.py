@@ -76,14 +76,17 @@ def _encode_cached(enc: Any, text: str) -> Sequence[int]:
 # Tokens of header lines (`    <language>python</language>` + newline) by (encoding, line): most repeat.
 _HEAD_LINES: dict[tuple[str, str], int] = {}
 _HEAD_LINES_SIZE = 100_000
+# Prices of blocks priced from line counts: (encoding, header, start, end) -> (counts object, tokens).
+_COUNTED: "OrderedDict[tuple, tuple[Any, int]]" = OrderedDict()
 _REPEATING = ("    <source_file>", "    <language>", "    <last_modified>", "    <snippet>", "    <stale>")
 
 
 def clear_cache() -> None:
-    """Forget the cached block encodings and header line counts (benchmarks)."""
+    """Forget the cached block encodings, header line counts and counted prices (benchmarks)."""
     with _BLOCK_CACHE_LOCK:
         _BLOCK_CACHE.clear()
         _HEAD_LINES.clear()
+        _COUNTED.clear()
 
 
 @dataclass
@@ -156,28 +159,39 @@ class PayloadCost:
     def _from_line_tokens(self, nws: Any) -> Optional[_Block]:
         """The block priced from its file's stored segment counts (see line_tokens.py): its header lines are
         segments too, mostly the same from block to block, so only the new ones are encoded. None where
-        the counts do not apply."""
+        the counts do not apply. Prices are remembered by header, lines and counts (the counts object
+        stands for the file's content: a changed file gets new counts), for blocks shown again."""
         m = nws.node.metadata
         counts = self._line_tokens.get(m.get(FILE_PATH_KEY))
         if counts is None:
             return None
         text = nws.node.get_content()
         start, end = int(m[START_LINE_KEY]), int(m[END_LINE_KEY])
-        first = text.split("\n", 1)[0]
-        if text.count("\n") != end - start or not starts_segment(self._escape(first)):
-            return None
-        block = _Block(0, "", "", text, counts=counts, start=start)
-        snippet = snippet_tokens(counts, start, end, self._esc_range(block), self._enc)
         r = self._result(nws, "", False)
         r.score = 0.0  # as in _split
         head, tail = xml_result_head(r), xml_result_tail(r)
+        block = _Block(0, "\n".join(head) + "\n", tail, text, counts=counts, start=start)
+        key = (self._enc.name, block.before, start, end)
+        with _BLOCK_CACHE_LOCK:
+            hit = _COUNTED.get(key)
+        if hit is not None and hit[0] is counts:
+            block.total = hit[1]
+            return block
+        first = text.split("\n", 1)[0]
+        if text.count("\n") != end - start or not starts_segment(self._escape(first)):
+            return None
+        snippet = snippet_tokens(counts, start, end, self._esc_range(block), self._enc)
         head_tokens = self._lines_tokens(head)
         if snippet is None or head_tokens is None:
             return None
         footer = self._footers.get(tail)
         if footer is None:
             footer = self._footers[tail] = len(self._enc.encode(tail[1:], allowed_special="all"))
-        block.total, block.before, block.after = head_tokens + snippet + footer, "\n".join(head) + "\n", tail
+        block.total = head_tokens + snippet + footer
+        with _BLOCK_CACHE_LOCK:
+            _COUNTED[key] = (counts, block.total)
+            while len(_COUNTED) > _BLOCK_CACHE_SIZE:
+                _COUNTED.popitem(last=False)
         return block
 
     def _lines_tokens(self, lines: list[str]) -> Optional[int]:
