@@ -21,8 +21,8 @@ from coderag.lock import WriterLock
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file, walk
 from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
-from coderag.store.state import (SEARCHABLE, STATUS_DIRTY, STATUS_INDEXED, STATUS_SPARSE, FileRecord,
-                                 IndexState)
+from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_DIRTY, STATUS_INDEXED, STATUS_SPARSE,
+                                 FileRecord, IndexState)
 
 SPLITTER_VERSION = "1"
 BATCH_FILES = 64
@@ -245,8 +245,6 @@ class Ingestion:
         self._embedder.set_enabled(self.dense)
         # Counted before any point is written: a search that meets a file's new points while its manifest
         # row is not written yet calls it stale, so nothing slow may run between the two.
-        from coderag.postprocessors.line_tokens import ENCODING as LINE_ENCODING
-
         line_tokens = {d.id_: self._count_lines(d.text) for d in docs}
         nodes = pipeline.run(documents=docs) if docs else []
         if not self.dense:
@@ -281,7 +279,7 @@ class Ingestion:
             self.state.put_file(FileRecord(path, e.size, e.mtime_ns, sha, doc_lang, status, len(file_nodes),
                                            len(leaves)))
             if status in SEARCHABLE and line_tokens.get(path) is not None:
-                self.state.put_line_tokens(path, sha, LINE_ENCODING, line_tokens[path])
+                self.state.put_line_tokens(path, sha, LINE_TOKENS_ENCODING, line_tokens[path])
             if status in SEARCHABLE:
                 self.summary.indexed += 1
                 self.summary.chunks += len(leaves)
@@ -376,12 +374,12 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
 def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress] = None) -> int:
     """Count the lines of indexed files that have no counts yet (an index built before coderag stored them):
     a tokenizer pass over each file, no re-embedding. Returns the files counted."""
-    from coderag.postprocessors.line_tokens import ENCODING, cl100k, segment_counts
-    from coderag.postprocessors.lines import split_lines
-
-    todo = state.without_line_tokens(ENCODING)
+    todo = state.without_line_tokens(LINE_TOKENS_ENCODING)
     if not todo:
         return 0
+    from coderag.postprocessors.line_tokens import cl100k, segment_counts
+    from coderag.postprocessors.lines import split_lines
+
     enc, done = cl100k(), 0
     for i, (path, sha) in enumerate(todo, 1):
         p = root / path
@@ -394,7 +392,7 @@ def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress]
             continue  # gone or changed since it was indexed: the next run re-indexes it
         counts = segment_counts(split_lines(ft.text), enc)
         if counts is not None:
-            state.put_line_tokens(path, sha, ENCODING, counts.tobytes())
+            state.put_line_tokens(path, sha, LINE_TOKENS_ENCODING, counts.tobytes())
             done += 1
         if i % 500 == 0 or i == len(todo):
             state.commit()

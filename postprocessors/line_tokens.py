@@ -28,8 +28,9 @@ from itertools import accumulate
 from typing import Any, Optional, Sequence
 
 from coderag.postprocessors.payload import xml_escape
+from coderag.store.state import LINE_TOKENS_ENCODING
 
-ENCODING = "cl100k_base"  # LlamaIndex's default global tokenizer, what payload budgets are counted in
+ENCODING = LINE_TOKENS_ENCODING  # LlamaIndex's default global tokenizer, what payload budgets are counted in
 
 
 def cl100k() -> Any:
