@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from coderag.config import Settings, load_settings
+from coderag.config import Settings, StoreMode, load_settings
 from coderag.errors import ConfigError
 from coderag.lock import WriterLock
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file, walk
 from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_DIRTY, STATUS_INDEXED, STATUS_SPARSE,
-                                 FileRecord, IndexState)
+                                 STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
 
 SPLITTER_VERSION = "1"
 BATCH_FILES = 64
@@ -347,6 +347,8 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
         return
     state = run.state
     run.recover()
+    if state.get_meta("fingerprint") is None:
+        state.set_meta(STORE_FORMAT_KEY, STORE_FORMAT)  # a new index: written in the current format
     state.set_meta("fingerprint", fp)
     extra = run.remove(changes.removed) if changes.removed else set()
     total = len(changes.candidates)
@@ -398,6 +400,25 @@ def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress]
             state.commit()
             if progress:
                 progress("line tokens", i, len(todo))
+    state.commit()
+    return done
+
+
+def slim_store(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None) -> int:
+    """Bring an embedded store written before STORE_FORMAT to it (payloads only; see
+    EdgeVectorStore.slim_old_payloads). Once per index: later runs read the meta key and return."""
+    if state.get_meta(STORE_FORMAT_KEY) == STORE_FORMAT:
+        return 0
+    done = 0
+    if state.get_meta("fingerprint") is not None and settings.store.mode == StoreMode.Embedded:
+        from coderag.pipelines.stores import open_vector_store
+
+        store = open_vector_store(settings, root)
+        try:
+            done = store.slim_old_payloads(lambda n: progress and progress("slim", n, 0))
+        finally:
+            store.close()
+    state.set_meta(STORE_FORMAT_KEY, STORE_FORMAT)
     state.commit()
     return done
 
@@ -461,6 +482,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
             s.skip_items = list(changes.skips.items)
             sync(run, changes, fp, progress)
             fill_line_tokens(root, state, progress)
+            slim_store(root, settings, state, progress)
             s.seconds = time.perf_counter() - t0
             return s
         finally:

@@ -10,7 +10,10 @@ is rendered once, with its snippet, and encoded once:
   at line breaks, so a prefix count is exact, or one over where a token spans the break, like `):\\n`);
 * an XML payload is the sum of its parts: the head ends with `>\\n`, every result starts with `  <result`
   and ends with `>\\n`, and cl100k's pre-tokenizer never joins across that boundary, so the payload's
-  tokens are head + results + tail without encoding it again (tests check the sum against a full count).
+  tokens are head + results + tail without encoding it again (tests check the sum against a full count);
+* better still, an XML block of a file unchanged since indexing is not encoded at all: its snippet costs
+  the sum of the file's stored segment counts, its header the sum of its lines' counts (see
+  line_tokens.py), and only header lines not seen before are encoded.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ STATUS_INDEXED = "indexed"
 STATUS_SPARSE = "sparse"  # chunks searchable by BM25; dense vectors still to come
 STATUS_DIRTY = "dirty"  # a duplicate's canonical chunk went away: re-index this file
 SEARCHABLE = (STATUS_INDEXED, STATUS_SPARSE)
+STORE_FORMAT_KEY, STORE_FORMAT = "store_format", "2"  # meta: 2 = stored leaves are slim JSON (`_node`)
 LINE_TOKENS_ENCODING = "cl100k_base"  # the tokenizer the line_tokens table counts in (payload budgets)
 
 _SCHEMA = """
