@@ -416,6 +416,12 @@ def slim_store(root: Path, settings: Settings, state: IndexState, progress: Opti
         store = open_vector_store(settings, root)
         try:
             done = store.slim_old_payloads(lambda n: progress and progress("slim", n, 0))
+            if done >= OPTIMIZE_MIN_NEW_POINTS:
+                # Qdrant copies a point whose payload changes out of its indexed segment: rebuild the HNSW
+                # index, as after a bulk load (dense queries on the Django bench: 2.8 -> 7.8 ms without).
+                if progress:
+                    progress("optimize", 0, 0)
+                store.optimize()
         finally:
             store.close()
     state.set_meta(STORE_FORMAT_KEY, STORE_FORMAT)
