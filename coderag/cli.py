@@ -120,6 +120,8 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
                f"{skipped} skipped" + (f" ({reasons})" if reasons else ""))
     click.echo(f"  chunks: {s.chunks} written ({s.embedded} embedded, {s.cached} from cache, "
                f"{s.duplicates} duplicates), {s.chunks_per_s:.1f} chunks/s")
+    if s.upgraded:
+        click.echo("  upgraded from an older coderag: " + ", ".join(f"{v} {k}" for k, v in s.upgraded.items()))
     if verbose and s.skip_items:
         click.echo("  skipped:")
         for p, reason, detail in sorted(s.skip_items):

@@ -61,6 +61,7 @@ class IndexSummary:
     cached: int = 0
     duplicates: int = 0
     seconds: float = 0.0
+    upgraded: dict = field(default_factory=dict)  # an older index brought up to date: what was done, how many
 
     @property
     def chunks_per_s(self) -> float:
@@ -487,8 +488,10 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
             s.skipped = dict(changes.skips.counts)
             s.skip_items = list(changes.skips.items)
             sync(run, changes, fp, progress)
-            fill_line_tokens(root, state, progress)
-            slim_store(root, settings, state, progress)
+            counted = fill_line_tokens(root, state, progress)
+            slimmed = slim_store(root, settings, state, progress)
+            s.upgraded = {k: v for k, v in (("files' line token counts stored", counted),
+                                            ("stored chunks rewritten in the slim format", slimmed)) if v}
             s.seconds = time.perf_counter() - t0
             return s
         finally:

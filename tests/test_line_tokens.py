@@ -121,6 +121,7 @@ def test_indexing_stores_counts_and_index_fills_what_is_missing(tiny_repo: Path)
         state.conn.execute("DELETE FROM line_tokens")
         state.commit()
         assert state.without_line_tokens(ENCODING) and fill_line_tokens(tiny_repo, state) == len(records)
+        assert index_repository(tiny_repo).upgraded == {}  # nothing left to fill
         assert state.line_tokens_of(records, ENCODING) == stored and not state.without_line_tokens(ENCODING)
         assert state.line_tokens_of(records, "other_encoding") == {}
     finally:
@@ -177,7 +178,8 @@ def test_index_rewrites_points_of_the_older_format_once(tiny_repo: Path) -> None
         index.state.commit()
         index.vector_store.clear_node_cache()
         assert [(r.file_path, r.start_line, r.end_line, r.text) for r in index.search("login retries")] == want
-    index_repository(tiny_repo)
+    summary = index_repository(tiny_repo)
+    assert summary.upgraded == {"stored chunks rewritten in the slim format": len(recs)}
     with CodeIndex.open(tiny_repo) as index:
         recs, _ = index.vector_store.client.scroll(ScrollRequest(limit=1000, with_payload=True))
         assert len(recs) > 5 and all(NODE_KEY in r.payload and "_node_content" not in r.payload for r in recs)
