@@ -22,6 +22,9 @@ SEARCHABLE = (STATUS_INDEXED, STATUS_SPARSE)
 STORE_FORMAT_KEY, STORE_FORMAT = "store_format", "2"  # meta: 2 = stored leaves are slim JSON (`_node`)
 LINE_TOKENS_ENCODING = "cl100k_base"  # the tokenizer the line_tokens table counts in (payload budgets)
 
+_IN_BATCH = 500  # values per `IN (...)` query, under SQLite's bound-parameter limit
+_FILE_COLUMNS = "path, size, mtime_ns, sha256, language, status, n_nodes, n_leaves"
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
@@ -83,6 +86,14 @@ class IndexState:
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
             self.conn.commit()
 
+    def _rows_in(self, sql: str, values: Iterable, params: tuple = ()) -> Iterable[tuple]:
+        """Rows of `sql` whose `{marks}` is a parameter list of `values` (distinct), run in parts under SQLite's
+        bound-parameter limit; `params` are bound before them. Callers hold the lock."""
+        values = list(dict.fromkeys(values))
+        for i in range(0, len(values), _IN_BATCH):
+            part = values[i:i + _IN_BATCH]
+            yield from self.conn.execute(sql.format(marks=",".join("?" * len(part))), [*params, *part])
+
     @_locked
     def commit(self) -> None:
         with self.lock:
@@ -107,26 +118,19 @@ class IndexState:
     # -- manifest --
     @_locked
     def files(self) -> dict[str, FileRecord]:
-        rows = self.conn.execute("SELECT path, size, mtime_ns, sha256, language, status, n_nodes, n_leaves FROM files")
+        rows = self.conn.execute(f"SELECT {_FILE_COLUMNS} FROM files")
         return {r[0]: FileRecord(*r) for r in rows}
 
     @_locked
     def file(self, path: str) -> Optional[FileRecord]:
-        r = self.conn.execute("SELECT path, size, mtime_ns, sha256, language, status, n_nodes, n_leaves FROM files "
-                              "WHERE path=?", (path,)).fetchone()
+        r = self.conn.execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE path=?", (path,)).fetchone()
         return FileRecord(*r) if r else None
 
     @_locked
     def files_of(self, paths: Iterable[str]) -> dict[str, FileRecord]:
         """Manifest rows of these paths (one query; a search checks every file it answers from)."""
-        paths = list(dict.fromkeys(paths))
-        out: dict[str, FileRecord] = {}
-        for i in range(0, len(paths), 500):  # under SQLite's bound-parameter limit
-            part = paths[i:i + 500]
-            rows = self.conn.execute("SELECT path, size, mtime_ns, sha256, language, status, n_nodes, n_leaves "
-                                     f"FROM files WHERE path IN ({','.join('?' * len(part))})", part)
-            out.update((r[0], FileRecord(*r)) for r in rows)
-        return out
+        rows = self._rows_in(f"SELECT {_FILE_COLUMNS} FROM files WHERE path IN ({{marks}})", paths)
+        return {r[0]: FileRecord(*r) for r in rows}
 
     @_locked
     def put_file(self, rec: FileRecord) -> None:
@@ -176,13 +180,7 @@ class IndexState:
     # -- embedding cache: sha256(model + embedded text) -> float32 vector --
     @_locked
     def cached_vectors(self, keys: list[str]) -> dict[str, bytes]:
-        out: dict[str, bytes] = {}
-        for i in range(0, len(keys), 500):
-            part = keys[i:i + 500]
-            rows = self.conn.execute(f"SELECT key, vector FROM embed_cache WHERE key IN ({','.join('?' * len(part))})",
-                                     part)
-            out.update(rows)
-        return out
+        return dict(self._rows_in("SELECT key, vector FROM embed_cache WHERE key IN ({marks})", keys))
 
     @_locked
     def cache_vectors(self, items: Iterable[tuple[str, bytes]]) -> None:
@@ -214,15 +212,11 @@ class IndexState:
     def other_locations_of(self, node_ids: Iterable[str]) -> dict[str, list[tuple[str, int, int]]]:
         """Where the copies of these chunks are (file, start, end), by the node id of the chunk kept: one query;
         nodes without copies are left out."""
-        ids = list(dict.fromkeys(node_ids))
         out: dict[str, list[tuple[str, int, int]]] = {}
-        for i in range(0, len(ids), 500):
-            part = ids[i:i + 500]
-            rows = self.conn.execute("SELECT duplicate_of, file_path, start_line, end_line FROM chunks WHERE "
-                                     f"duplicate_of IN ({','.join('?' * len(part))}) ORDER BY file_path, start_line",
-                                     part)
-            for dup, path, start, end in rows:
-                out.setdefault(dup, []).append((path, start, end))
+        for dup, path, start, end in self._rows_in("SELECT duplicate_of, file_path, start_line, end_line FROM chunks "
+                                                   "WHERE duplicate_of IN ({marks}) ORDER BY file_path, start_line",
+                                                   node_ids):
+            out.setdefault(dup, []).append((path, start, end))
         return out
 
     # -- token counts of each file's lines (postprocessors/line_tokens.py), tied to the content's sha256 --
@@ -233,14 +227,9 @@ class IndexState:
     @_locked
     def line_tokens_of(self, paths: Iterable[str], encoding: str) -> dict[str, tuple[str, bytes]]:
         """path -> (sha256 of the content they were counted from, counts) for those of `paths` that have them."""
-        paths = list(dict.fromkeys(paths))
-        out: dict[str, tuple[str, bytes]] = {}
-        for i in range(0, len(paths), 500):
-            part = paths[i:i + 500]
-            rows = self.conn.execute("SELECT path, sha256, counts FROM line_tokens WHERE encoding = ? AND path IN "
-                                     f"({','.join('?' * len(part))})", [encoding, *part])
-            out.update((path, (sha, blob)) for path, sha, blob in rows)
-        return out
+        rows = self._rows_in("SELECT path, sha256, counts FROM line_tokens WHERE encoding = ? AND path IN ({marks})",
+                             paths, (encoding,))
+        return {path: (sha, blob) for path, sha, blob in rows}
 
     @_locked
     def current_line_tokens(self, encoding: str, limit: int) -> list[tuple[str, str, bytes]]:
