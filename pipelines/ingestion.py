@@ -301,13 +301,11 @@ class Ingestion:
 
     def _count_lines(self, text: str) -> Optional[bytes]:
         """The token counts of the file's lines as search results show them (see line_tokens.py)."""
-        from coderag.postprocessors.line_tokens import cl100k, segment_counts
-        from coderag.postprocessors.lines import split_lines
+        from coderag.postprocessors.line_tokens import cl100k, file_line_tokens
 
         if self._enc is None:
             self._enc = cl100k()
-        counts = segment_counts(split_lines(text), self._enc)
-        return counts.tobytes() if counts is not None else None
+        return file_line_tokens(text, self._enc)
 
     def finish(self) -> None:
         if self._embedder is not None:
@@ -380,8 +378,7 @@ def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress]
     todo = state.without_line_tokens(LINE_TOKENS_ENCODING)
     if not todo:
         return 0
-    from coderag.postprocessors.line_tokens import cl100k, segment_counts
-    from coderag.postprocessors.lines import split_lines
+    from coderag.postprocessors.line_tokens import cl100k, file_line_tokens
 
     enc, done = cl100k(), 0
     for i, (path, sha) in enumerate(todo, 1):
@@ -393,9 +390,9 @@ def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress]
         ft = read_text_file(FileEntry(path, str(p), st.st_size, st.st_mtime_ns), SkipLog())
         if ft is None or ft.sha256 != sha:
             continue  # gone or changed since it was indexed: the next run re-indexes it
-        counts = segment_counts(split_lines(ft.text), enc)
+        counts = file_line_tokens(ft.text, enc)
         if counts is not None:
-            state.put_line_tokens(path, sha, LINE_TOKENS_ENCODING, counts.tobytes())
+            state.put_line_tokens(path, sha, LINE_TOKENS_ENCODING, counts)
             done += 1
         if i % 500 == 0 or i == len(todo):
             state.commit()

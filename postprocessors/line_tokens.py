@@ -50,6 +50,22 @@ def cl100k() -> Any:
             del os.environ["TIKTOKEN_CACHE_DIR"]
 
 
+def token_count(enc: Any, text: str) -> int:
+    """Tokens of `text` as LlamaIndex's tokenizer counts them (special tokens allowed), with less call
+    overhead when the text holds none (a header line: 4 us of wrapper for ~10 us of work)."""
+    if "<|" in text:
+        return len(enc.encode(text, allowed_special="all"))
+    return len(enc.encode_ordinary(text))
+
+
+def file_line_tokens(text: str, enc: Any) -> Optional[bytes]:
+    """A file's segment counts as stored in the index (see `segment_counts`), or None."""
+    from coderag.postprocessors.lines import split_lines
+
+    counts = segment_counts(split_lines(text), enc)
+    return counts.tobytes() if counts is not None else None
+
+
 def starts_segment(escaped_line: str) -> bool:
     """A line whose start is always a piece boundary: a visible character, no carriage return. Python's
     `isspace` covers every character the regex's `\\s` does, so this never says yes wrongly."""
@@ -92,6 +108,5 @@ def snippet_tokens(counts: Sequence[int], start: int, end: int, esc_lines: Any, 
         while counts[last - 1] == 0:
             last -= 1
         total -= counts[last - 1]
-        part = "".join(e + "\n" for e in esc_lines(last, end))
-        total += len(enc.encode(part, allowed_special="all") if "<|" in part else enc.encode_ordinary(part))
+        total += token_count(enc, "".join(e + "\n" for e in esc_lines(last, end)))
     return total

@@ -29,7 +29,7 @@ from itertools import accumulate
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from coderag.nodes.keys import END_LINE_KEY, FILE_PATH_KEY, START_LINE_KEY
-from coderag.postprocessors.line_tokens import snippet_tokens, starts_segment
+from coderag.postprocessors.line_tokens import snippet_tokens, starts_segment, token_count
 from coderag.postprocessors.payload import (SearchResult, SearchResults, render_xml_frame, xml_escape, xml_result_head,
                                             xml_result_tail)
 
@@ -177,6 +177,8 @@ class PayloadCost:
         key = (self._enc.name, block.before, start, end)
         with _BLOCK_CACHE_LOCK:
             hit = _COUNTED.get(key)
+            if hit is not None:
+                _COUNTED.move_to_end(key)
         if hit is not None and hit[0] is counts:
             block.total = hit[1]
             return block
@@ -189,7 +191,7 @@ class PayloadCost:
             return None
         footer = self._footers.get(tail)
         if footer is None:
-            footer = self._footers[tail] = len(self._enc.encode(tail[1:], allowed_special="all"))
+            footer = self._footers[tail] = token_count(self._enc, tail[1:])
         block.total = head_tokens + snippet + footer
         with _BLOCK_CACHE_LOCK:
             _COUNTED[key] = (counts, block.total)
@@ -209,19 +211,13 @@ class PayloadCost:
             if not starts_segment(line) or "\n" in line:  # a file name with a line break in it
                 return None
             if line.startswith(_REPEATING):
-                n = _HEAD_LINES[(name, line)] = self._tokens_of(line + "\n")
+                n = _HEAD_LINES[(name, line)] = token_count(self._enc, line + "\n")
                 if len(_HEAD_LINES) >= _HEAD_LINES_SIZE:
                     _HEAD_LINES.clear()
                 total += n
             else:
                 rest.append(line)
-        return total + (self._tokens_of("\n".join(rest) + "\n") if rest else 0)
-
-    def _tokens_of(self, text: str) -> int:
-        """Tokens of `text` as `count` counts them (special tokens allowed), with less call overhead."""
-        if "<|" in text:
-            return len(self._enc.encode(text, allowed_special="all"))
-        return len(self._enc.encode_ordinary(text))
+        return total + (token_count(self._enc, "\n".join(rest) + "\n") if rest else 0)
 
     def _esc_range(self, block: _Block) -> Callable[[int, int], list[str]]:
         """Escaped lines a..b (numbered as in the file) of a block priced from counts."""
