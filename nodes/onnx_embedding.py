@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import threading
+import time
 from array import array
 from collections import OrderedDict
 from pathlib import Path
@@ -136,63 +137,87 @@ def export_onnx(model_dir: Path) -> Optional[Path]:
 
 
 class OnnxEmbedding(BaseEmbedding):
-    """Mean-pooled, L2-normalised sentence embeddings from an exported ONNX transformer, one thread."""
+    """Mean-pooled, L2-normalised sentence embeddings from an exported ONNX transformer, one thread.
+
+    A resident process can `start_process()`: queries are then embedded by a helper process
+    (embed_process.py) while the search does other work, through `start_query_embedding`.
+    """
 
     model_dir: str = Field(description="The sentence-transformers folder (tokenizer.json, configs).")
     onnx_file: str = Field(description="The exported ONNX transformer.")
     max_length: int = Field(default=256, gt=0, description="Token window, special tokens included.")
     threads: int = Field(default=1, ge=1, description="ONNX Runtime intra-op threads.")
 
-    _session: Any = PrivateAttr()
-    _tokenizer: Any = PrivateAttr()
-    _inputs: set = PrivateAttr()
+    _encoder: Any = PrivateAttr()
+    _helper: Any = PrivateAttr(default=None)
     _recent: Any = PrivateAttr(default_factory=OrderedDict)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
+        from coderag.nodes.onnx_encoder import OnnxEncoder
 
-        tk = Tokenizer.from_file(str(Path(self.model_dir) / "tokenizer.json"))
-        tk.enable_truncation(self.max_length)
-        tk.enable_padding(pad_id=0, pad_token="[PAD]")
-        self._tokenizer = tk
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = self.threads
-        so.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(self.onnx_file, so, providers=["CPUExecutionProvider"])
-        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._encoder = OnnxEncoder(self.model_dir, self.onnx_file, self.max_length, self.threads)
 
     @classmethod
     def class_name(cls) -> str:
         return "OnnxEmbedding"
 
     def _embed(self, texts: List[str]) -> List[List[float]]:
-        import numpy as np
+        return self._encoder.embed(texts).tolist()
 
-        enc = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in enc], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
-        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = self._session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0]
-        vec = (hidden * mask[..., None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1)
-        vec /= np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
-        return vec.astype("float32").tolist()
+    # -- queries ------------------------------------------------------------------------------------
+    def start_process(self) -> bool:
+        """Start the query-embedding helper process (about 0.5 s, ~100 MB); True if it runs."""
+        from coderag.nodes.embed_process import EmbedProcess
 
-    def _get_query_embedding(self, query: str) -> List[float]:
-        # An agent often asks the same question again with another filter or budget: the last few hundred
-        # query vectors are kept (1.5 KB each).
+        if self._helper is None or not self._helper.alive:
+            self._helper = EmbedProcess(self.model_dir, self.onnx_file, self.max_length).start()
+        return self._helper.alive
+
+    def stop_process(self) -> None:
+        helper, self._helper = self._helper, None
+        if helper is not None:
+            helper.close()
+
+    @property
+    def helper_pid(self) -> Optional[int]:
+        """The helper process's pid while it runs (benchmarks add its memory to the owner's)."""
+        return self._helper.pid if self._helper is not None and self._helper.alive else None
+
+    def start_query_embedding(self, query: str) -> "PendingQueryEmbedding":
+        """Begin embedding `query`: sent to the helper process when one runs and is free, so that it is
+        computed while the caller works; `.result()` then gives the vector (from the recent-query cache,
+        from the helper, or computed here). Call `result()` exactly once."""
+        hit = self._cached(query)
+        if hit is not None:
+            return PendingQueryEmbedding(self, query, hit, None)
+        helper = self._helper
+        sent = helper is not None and helper.submit(query)
+        return PendingQueryEmbedding(self, query, None, helper if sent else None)
+
+    def _cached(self, query: str) -> Optional[List[float]]:
         with self._lock:
             hit = self._recent.get(query)
-            if hit is not None:
-                self._recent.move_to_end(query)
-                return hit.tolist()
-        vec = self._embed([query])[0]
+            if hit is None:
+                return None
+            self._recent.move_to_end(query)
+            return hit.tolist()
+
+    def _remember(self, query: str, vec: List[float]) -> None:
         with self._lock:
             self._recent[query] = array("f", vec)  # not a list of floats: the cyclic GC would visit each one
             while len(self._recent) > QUERY_CACHE_SIZE:
                 self._recent.popitem(last=False)
+
+    def _get_query_embedding(self, query: str) -> List[float]:
+        # An agent often asks the same question again with another filter or budget: the last few hundred
+        # query vectors are kept (1.5 KB each).
+        hit = self._cached(query)
+        if hit is not None:
+            return hit
+        vec = self._embed([query])[0]
+        self._remember(query, vec)
         return vec
 
     def clear_cache(self) -> None:
@@ -207,6 +232,37 @@ class OnnxEmbedding(BaseEmbedding):
 
     async def _aget_query_embedding(self, query: str) -> List[float]:
         return self._get_query_embedding(query)
+
+
+class PendingQueryEmbedding:
+    """A query embedding under way (see `OnnxEmbedding.start_query_embedding`)."""
+
+    def __init__(self, model: OnnxEmbedding, query: str, vec: Optional[List[float]], helper: Any) -> None:
+        self._model, self.query, self._vec, self._helper = model, query, vec, helper
+        self.compute_ms = 0.0  # time spent embedding (in the helper, or here)
+        self.where = "cache" if vec is not None else ("helper" if helper is not None else "here")
+
+    def result(self) -> List[float]:
+        if self._vec is not None:
+            return self._vec
+        if self._helper is not None:
+            helper, self._helper = self._helper, None
+            got = helper.result()
+            if got is not None:
+                self._vec, self.compute_ms = got
+                self._model._remember(self.query, self._vec)
+                return self._vec
+            self.where = "here"  # the helper died or stalled: embedded in this process after all
+        t0 = time.perf_counter()
+        self._vec = self._model.get_query_embedding(self.query)
+        self.compute_ms = (time.perf_counter() - t0) * 1000
+        return self._vec
+
+    def cancel(self) -> None:
+        """Not wanted after all: a helper's answer is still read (and dropped), which frees the helper."""
+        if self._helper is not None:
+            helper, self._helper = self._helper, None
+            helper.result()
 
 
 def load_query_model(model_dir: Path, max_length: int = 256, precision: str = "fp32") -> Optional[OnnxEmbedding]:

@@ -77,6 +77,9 @@ class CodeIndex:
         return index
 
     def close(self) -> None:
+        stop = getattr(self._embed_model, "stop_process", None)
+        if stop is not None:
+            stop()
         with self.ingest_lock:
             if self._store is not None and hasattr(self._store, "close"):
                 self._store.close()
@@ -300,7 +303,8 @@ class CodeIndex:
 
     def warm_up(self) -> None:
         """Load what a first search would otherwise pay for: the query model, the tokenizer and its
-        token-width table, the store's files in the OS page cache, and one search's imports. For resident
+        token-width table, the store's files in the OS page cache, and one search's imports; and start the
+        query-embedding helper process (`retrieval.embed_process`; `close()` stops it). For resident
         processes (the owner service, notebooks); a one-shot CLI search does not call it.
 
         Examples:
@@ -309,6 +313,9 @@ class CodeIndex:
         from coderag.postprocessors.payload_cost import token_widths
 
         self.embed_model.get_query_embedding("warm up")
+        start = getattr(self.embed_model, "start_process", None)
+        if start is not None and self.settings.retrieval.embed_process:
+            start()
         self.count_tokens("warm up")
         if self.tiktoken_encoding is not None:
             token_widths(self.tiktoken_encoding)

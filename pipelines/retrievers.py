@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextvars
 import re
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -72,13 +69,20 @@ class DenseRetriever(_StoreRetriever):
         super().__init__(vector_store, similarity_top_k, **kwargs)
         self._embed_model = embed_model
 
+    def start_embedding(self, query: str) -> Any:
+        """The query's embedding under way where the model can overlap it with other work (a helper
+        process), as an object with `.result()`; None where it cannot (then `_retrieve` embeds)."""
+        start = getattr(self._embed_model, "start_query_embedding", None)
+        return start(query) if start is not None else None
+
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         t0 = time.perf_counter()
         emb = query_bundle.embedding or self._embed_model.get_query_embedding(query_bundle.query_str)
         t1 = time.perf_counter()
         res = self._store.query(VectorStoreQuery(query_embedding=emb, similarity_top_k=self._top_k,
                                                  filters=self._filters))
-        self.timings["embed_ms"] = (t1 - t0) * 1000
+        if query_bundle.embedding is None:
+            self.timings["embed_ms"] = (t1 - t0) * 1000
         self.timings["dense_ms"] = (time.perf_counter() - t1) * 1000
         return self._wrap(res)
 
@@ -99,18 +103,6 @@ class SparseRetriever(_StoreRetriever):
                                                  filters=self._filters))
         self.timings["bm25_ms"] = (time.perf_counter() - t0) * 1000
         return self._wrap(res)
-
-
-_POOL: Optional[ThreadPoolExecutor] = None
-_POOL_LOCK = threading.Lock()
-
-
-def _leg_pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="coderag-leg")
-        return _POOL
 
 
 _DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})
@@ -145,24 +137,42 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         self.timings = timings if timings is not None else {}
 
     def _run_sync_queries(self, queries: List[QueryBundle]) -> Dict[Tuple[str, int], List[NodeWithScore]]:
-        """Every leg but the last runs on a worker thread while the last runs here: the dense leg spends
-        most of its time in the query embedding (ONNX Runtime releases the GIL), the BM25 leg in the store,
-        so on two cores the BM25 leg costs no wall time. Each job runs in a copy of this thread's context,
-        so LlamaIndex's instrumentation spans nest as they would in sequence. (Tried, and measured equal or
-        slower at p50 in one process on the same queries: checking the BM25 leg's files meanwhile, +1.3 ms;
-        only the embedding on the worker and both store queries here, no change; starting the embedding as
-        the request arrives, +1.2 ms. On this 2-core VM concurrent work slows both threads down.)"""
-        jobs = [(q, i, r) for q in queries for i, r in enumerate(self._retrievers)]
-        if len(jobs) < 2:
-            return super()._run_sync_queries(queries)
-        pool = _leg_pool()
-        futures = {(q.query_str, i): pool.submit(contextvars.copy_context().run, r.retrieve, q)
-                   for q, i, r in jobs[:-1]}
-        q, i, r = jobs[-1]
-        results = {(q.query_str, i): r.retrieve(q)}
-        for key, fut in futures.items():
-            results[key] = fut.result()
+        """The dense legs' query embeddings start first, in the embedding model's helper process when it
+        runs one (`OnnxEmbedding.start_process`), then the other legs run here, then the dense legs with
+        the vectors, which are ready by then: the embedding costs no wall time. Without a helper the legs
+        run one after the other. (Not threads: qdrant-edge holds the GIL while it searches and the
+        embedding needs it around its ONNX call, so on 2 cores a worker thread slowed both legs down; one
+        probe measured the embedding at 8 ms on a thread instead of 4.3, see embed_process.py.)"""
+        pending: Dict[Tuple[str, int], Any] = {}
+        for q in queries:
+            for i, r in enumerate(self._retrievers):
+                if isinstance(r, DenseRetriever) and q.embedding is None:
+                    pending[(q.query_str, i)] = r.start_embedding(q.query_str)
+        results: Dict[Tuple[str, int], List[NodeWithScore]] = {}
+        try:
+            for q in queries:
+                for i, r in enumerate(self._retrievers):
+                    if (q.query_str, i) not in pending:
+                        results[(q.query_str, i)] = r.retrieve(q)
+        except BaseException:
+            for p in pending.values():
+                if p is not None:
+                    p.cancel()  # a helper's answer is read, so the next search does not get it
+            raise
+        embeddings = {key: self._embedding(p) for key, p in pending.items() if p is not None}
+        for q in queries:
+            for i, r in enumerate(self._retrievers):
+                if (q.query_str, i) in pending:
+                    emb = embeddings.get((q.query_str, i))
+                    results[(q.query_str, i)] = r.retrieve(QueryBundle(q.query_str, embedding=emb) if emb else q)
         return results
+
+    def _embedding(self, pending: Any) -> List[float]:
+        t0 = time.perf_counter()
+        vec = pending.result()
+        self.timings["embed_ms"] = pending.compute_ms
+        self.timings["embed_wait_ms"] = (time.perf_counter() - t0) * 1000
+        return vec
 
     def _reciprocal_rerank_fusion(self, results: Dict[Tuple[str, int], List[NodeWithScore]]) -> List[NodeWithScore]:
         t0 = time.perf_counter()

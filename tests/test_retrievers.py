@@ -117,7 +117,7 @@ def test_retrievers_dense_uses_a_given_query_embedding(index) -> None:
     nodes = DenseRetriever(index.vector_store, index.embed_model, 3, timings=timings).retrieve(
         QueryBundle(query_str="something else entirely", embedding=emb))
     assert _key(nodes[0]) == ("src/billing/invoice.py", "compute_invoice_tax")
-    assert timings["embed_ms"] < 5  # no second embedding
+    assert "embed_ms" not in timings and "dense_ms" in timings  # no second embedding
 
 
 def test_retrievers_sparse_scores_code_aware_terms(index) -> None:
