@@ -7,7 +7,10 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.constants import DEFAULT_SIMILARITY_TOP_K
+from llama_index.core.llms.llm import LLM
 from llama_index.core.retrievers import AutoMergingRetriever, QueryFusionRetriever
+from llama_index.core.retrievers.fusion_retriever import FUSION_MODES, QUERY_GEN_PROMPT
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters, VectorStoreQuery, VectorStoreQueryMode
 
@@ -110,6 +113,10 @@ _TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing"
 _TEST_FILE = re.compile(r"(^test_.*|.*_test\.\w+|.*\.(test|spec)\.\w+|conftest\.py)$")
 
 
+def _takes_llm_as_is(args: tuple, kwargs: dict) -> bool:
+    return len(args) <= 1 and isinstance(kwargs.get("llm"), LLM)
+
+
 def is_tests_or_docs(path: str, language: str) -> bool:
     """Tests, docs and plain text: usually not where a behaviour is implemented."""
     parts = path.split("/")
@@ -128,13 +135,33 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                  keyword_boost: float = 0.5, definition_boost: float = DEFAULT_DEFINITION_BOOST,
                  tests_docs_weight: float = 1.0, timings: Optional[Dict[str, float]] = None,
                  **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        if _takes_llm_as_is(args, kwargs):
+            self._init_without_resolving_llm(*args, **kwargs)
+        else:
+            super().__init__(*args, **kwargs)
         self._tests_docs_weight = tests_docs_weight
         self._rrf_k = rrf_k
         self._keywords = list(keywords)
         self._keyword_boost = keyword_boost
         self._definition_boost = definition_boost
         self.timings = timings if timings is not None else {}
+
+    def _init_without_resolving_llm(self, retrievers: List[BaseRetriever], llm: LLM,
+                                    mode: FUSION_MODES = FUSION_MODES.SIMPLE,
+                                    similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
+                                    num_queries: int = 4, use_async: bool = True, verbose: bool = False,
+                                    retriever_weights: Optional[List[float]] = None,
+                                    query_gen_prompt: Optional[str] = None, **kwargs: Any) -> None:
+        """QueryFusionRetriever.__init__ (llama-index-core 0.14), less `resolve_llm`, which tries and fails
+        to import LangChain twice on every call (0.3 ms a search) to return an LLM instance unchanged."""
+        self.num_queries, self.similarity_top_k, self.use_async = num_queries, similarity_top_k, use_async
+        self.query_gen_prompt = query_gen_prompt or QUERY_GEN_PROMPT
+        self.mode = mode
+        self._retrievers = retrievers
+        weights = retriever_weights or [1.0] * len(retrievers)
+        self._retriever_weights = [w / sum(weights) for w in weights]
+        self._llm = llm
+        BaseRetriever.__init__(self, verbose=verbose, **kwargs)
 
     def _run_sync_queries(self, queries: List[QueryBundle]) -> Dict[Tuple[str, int], List[NodeWithScore]]:
         """The dense legs' query embeddings start first, in the embedding model's helper process when it
