@@ -76,9 +76,10 @@ TARGET_P50_MS = 20.0
 TARGET_P95_MS = 60.0
 DIM = 384
 MARKER = "bench_query.json"
-# Bumped when what an index stores changes in a way queries feel (2: slim stored nodes), so an index built
-# by an older coderag is rebuilt rather than measured.
-STORE_FORMAT = 2
+# Bumped when what an index stores changes in a way queries feel (2: slim stored nodes; 3: light-node fields
+# in payloads), so an index built by an older coderag is brought up to date (in place, as `coderag index`
+# does) rather than measured as it is.
+STORE_FORMAT = 3
 WARMUP_QUERIES = 30
 VARIANTS = {
     "hybrid": dict(retriever="hybrid"),
@@ -239,7 +240,7 @@ def build(root: Path, fake_dense: bool) -> None:
     from coderag.config import Settings
     from coderag.lock import WriterLock
     from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
-    from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, sync
+    from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, slim_store, sync
     from coderag.store.state import IndexState
 
     t0 = time.perf_counter()
@@ -251,7 +252,7 @@ def build(root: Path, fake_dense: bool) -> None:
 
     def progress(phase: str, done: int, total: int) -> None:
         now = time.perf_counter()
-        if phase in ("files", "optimize") and (now - last[0] > 15 or phase == "optimize" or done == total):
+        if phase in ("files", "slim", "optimize") and (now - last[0] > 15 or phase == "optimize" or done == total):
             last[0] = now
             print(f"  [{now - t0:7.0f} s] {phase} {done}/{total}", file=sys.stderr, flush=True)
 
@@ -263,6 +264,9 @@ def build(root: Path, fake_dense: bool) -> None:
             s = run.summary
             s.files_seen, s.unchanged = len(changes.entries), changes.unchanged
             sync(run, changes, fingerprint(settings), progress)
+            upgraded = slim_store(root, settings, state, progress)  # an index of an older coderag, in place
+            if upgraded:
+                print(f"  upgraded {upgraded} stored chunks to the current payload format", file=sys.stderr)
         finally:
             state.close()
     (idx / MARKER).write_text(json.dumps(marker) + "\n")
@@ -278,14 +282,18 @@ def ensure_index(root: Path, fake_dense: bool, log) -> Optional[dict]:
     idx = root / INDEX_DIR_NAME
     want = {"fake_dense": fake_dense, "sources": [s.key for s in SOURCES], "store_format": STORE_FORMAT}
     try:
-        if json.loads((idx / MARKER).read_text()) == want:
-            return None
+        have = json.loads((idx / MARKER).read_text())
     except (OSError, ValueError):
-        pass
-    if idx.exists():
-        log(f"removing {idx} (built with other options, or unfinished)")
-        shutil.rmtree(idx)
-    log(f"building the index of {root} ({'fake' if fake_dense else 'real'} dense vectors); this takes a while")
+        have = None
+    if have == want:
+        return None
+    if have is not None and {**have, "store_format": STORE_FORMAT} == want:
+        log(f"upgrading {idx} (stored by an older coderag) in place")
+    else:
+        if idx.exists():
+            log(f"removing {idx} (built with other options, or unfinished)")
+            shutil.rmtree(idx)
+        log(f"building the index of {root} ({'fake' if fake_dense else 'real'} dense vectors); this takes a while")
     cmd = [sys.executable, __file__, "--build-only"] + (["--fake-dense"] if fake_dense else [])
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:

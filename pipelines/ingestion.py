@@ -488,7 +488,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
             counted = fill_line_tokens(root, state, progress)
             slimmed = slim_store(root, settings, state, progress)
             s.upgraded = {k: v for k, v in (("files' line token counts stored", counted),
-                                            ("stored chunks rewritten in the slim format", slimmed)) if v}
+                                            ("stored chunks rewritten in the current format", slimmed)) if v}
             s.seconds = time.perf_counter() - t0
             return s
         finally:

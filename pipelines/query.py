@@ -109,8 +109,9 @@ def _no_llm():
     return _MOCK_LLM
 
 
-def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filters=None):
-    """The LlamaIndex retriever graph for one request (cheap to build; filters are per request)."""
+def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filters=None, light: bool = False):
+    """The LlamaIndex retriever graph for one request (cheap to build; filters are per request). `light`: the
+    legs return light nodes (no links to the previous and next chunks, which a search never reads)."""
     from coderag.pipelines.retrievers import (BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever,
                                               WeightedRRFFusionRetriever)
 
@@ -119,11 +120,11 @@ def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filt
     legs, weights = [], []
     if opts.retriever in (RetrieverMode.Hybrid, RetrieverMode.Dense):
         legs.append(DenseRetriever(index.vector_store, index.embed_model, r.dense_top_k, filters=filters,
-                                   exact_keywords=exact, timings=timings))
+                                   exact_keywords=exact, timings=timings, light=light))
         weights.append(r.dense_weight)
     if opts.retriever in (RetrieverMode.Hybrid, RetrieverMode.BM25):
         legs.append(SparseRetriever(index.vector_store, r.sparse_top_k, boost_terms=opts.keywords, filters=filters,
-                                    exact_keywords=exact, timings=timings))
+                                    exact_keywords=exact, timings=timings, light=light))
         weights.append(r.sparse_weight)
     fusion = WeightedRRFFusionRetriever(
         legs, retriever_weights=weights, llm=_no_llm(), mode="reciprocal_rerank", num_queries=1, use_async=False,
@@ -216,7 +217,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     enc = index.tiktoken_encoding
     files = _Files(index, enc.name if enc is not None and opts.format == OutputFormat.Xml else None)
     if any_file:
-        nodes = build_retriever(index, opts, timings, filters).retrieve(opts.query)
+        nodes = build_retriever(index, opts, timings, filters, light=True).retrieve(opts.query)
         checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}
         changed = files.changed(checked)
         if changed and not _quiet(index):
@@ -231,7 +232,8 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
                 timings["refresh_ms"] = (time.perf_counter() - t1) * 1000
                 freshness = f"refreshed {len(changed)} changed file(s) before answering"
                 filters, any_file = _filters(index, opts)
-                nodes = build_retriever(index, opts, timings, filters).retrieve(opts.query) if any_file else []
+                nodes = (build_retriever(index, opts, timings, filters, light=True).retrieve(opts.query)
+                         if any_file else [])
                 checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}
                 files = _Files(index, files.encoding)
                 stale = files.changed(checked)

@@ -48,13 +48,16 @@ class _StoreRetriever(BaseRetriever):
     """Common part of the two legs: one store query with filters, an exact-keyword check, timings."""
 
     def __init__(self, vector_store: Any, similarity_top_k: int, filters: Optional[MetadataFilters] = None,
-                 exact_keywords: Sequence[str] = (), timings: Optional[Dict[str, float]] = None) -> None:
+                 exact_keywords: Sequence[str] = (), timings: Optional[Dict[str, float]] = None,
+                 light: bool = False) -> None:
         super().__init__()
         self._store = vector_store
         self._top_k = similarity_top_k
         self._filters = filters
         self._exact = list(exact_keywords)
         self.timings = timings if timings is not None else {}
+        # Light nodes (text, metadata, source and parent: all a search reads), where the store has them.
+        self._query_kwargs = {"light": True} if light and getattr(vector_store, "supports_light_nodes", False) else {}
 
     def _wrap(self, result) -> List[NodeWithScore]:
         out = []
@@ -83,7 +86,7 @@ class DenseRetriever(_StoreRetriever):
         emb = query_bundle.embedding or self._embed_model.get_query_embedding(query_bundle.query_str)
         t1 = time.perf_counter()
         res = self._store.query(VectorStoreQuery(query_embedding=emb, similarity_top_k=self._top_k,
-                                                 filters=self._filters))
+                                                 filters=self._filters), **self._query_kwargs)
         if query_bundle.embedding is None:
             self.timings["embed_ms"] = (t1 - t0) * 1000
         self.timings["dense_ms"] = (time.perf_counter() - t1) * 1000
@@ -103,7 +106,7 @@ class SparseRetriever(_StoreRetriever):
         text = " ".join([query_bundle.query_str, *self._boost_terms])
         res = self._store.query(VectorStoreQuery(query_str=text, mode=VectorStoreQueryMode.SPARSE,
                                                  similarity_top_k=self._top_k, sparse_top_k=self._top_k,
-                                                 filters=self._filters))
+                                                 filters=self._filters), **self._query_kwargs)
         self.timings["bm25_ms"] = (time.perf_counter() - t0) * 1000
         return self._wrap(res)
 

@@ -152,15 +152,17 @@ def test_search_uses_counts_only_of_the_content_indexed(tiny_repo: Path) -> None
         assert any(r.stale for r in res) and res.tokens == index.count_tokens(res.to_xml())
 
 
-def test_index_rewrites_points_of_the_older_format_once(tiny_repo: Path) -> None:
-    """Points stored as LlamaIndex's `_node_content` (before slim nodes) are rewritten by `coderag index`,
-    payloads only; searches answer the same before and after, and the next run does not scan again."""
+@pytest.mark.parametrize("older", ["node_content", "slim without parent id"])
+def test_index_rewrites_points_of_the_older_format_once(tiny_repo: Path, older: str) -> None:
+    """Points stored as LlamaIndex's `_node_content` (before slim nodes), or as slim nodes without the parent
+    id in the payload (before light nodes), are rewritten by `coderag index`, payloads only; searches
+    answer the same before and after, and the next run does not scan again."""
     from llama_index.core.vector_stores.utils import node_to_metadata_dict
     from qdrant_edge import ScrollRequest, UpdateOperation
 
     from coderag.pipelines.code_index import CodeIndex
     from coderag.pipelines.ingestion import index_repository, slim_store
-    from coderag.store.edge_vector_store import NODE_KEY, payload_to_node
+    from coderag.store.edge_vector_store import NODE_KEY, PARENT_KEY, payload_to_node
     from coderag.store.state import STORE_FORMAT, STORE_FORMAT_KEY
 
     index_repository(tiny_repo)
@@ -169,19 +171,24 @@ def test_index_rewrites_points_of_the_older_format_once(tiny_repo: Path) -> None
         want = [(r.file_path, r.start_line, r.end_line, r.text) for r in index.search("login retries")]
         shard = index.vector_store.client
         recs, _ = shard.scroll(ScrollRequest(limit=1000, with_payload=True))
-        for r in recs:  # back to the older format, as a session-2 index stored them
-            node = payload_to_node(r.payload)
-            old = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
-            shard.update(UpdateOperation.set_payload([r.id], {"_node_content": old["_node_content"]}))
-            shard.update(UpdateOperation.delete_payload([r.id], [NODE_KEY]))
+        for r in recs:  # back to an older format, as a session-2 (or session-3) index stored them
+            if older == "node_content":
+                node = payload_to_node(r.payload)
+                old = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
+                shard.update(UpdateOperation.set_payload([r.id], {"_node_content": old["_node_content"]}))
+                shard.update(UpdateOperation.delete_payload([r.id], [NODE_KEY]))
+            shard.update(UpdateOperation.delete_payload([r.id], [PARENT_KEY]))
         index.state.conn.execute("DELETE FROM meta WHERE key = ?", (STORE_FORMAT_KEY,))
         index.state.commit()
         index.vector_store.clear_node_cache()
         assert [(r.file_path, r.start_line, r.end_line, r.text) for r in index.search("login retries")] == want
     summary = index_repository(tiny_repo)
-    assert summary.upgraded == {"stored chunks rewritten in the slim format": len(recs)}
+    assert summary.upgraded == {"stored chunks rewritten in the current format": len(recs)}
     with CodeIndex.open(tiny_repo) as index:
         recs, _ = index.vector_store.client.scroll(ScrollRequest(limit=1000, with_payload=True))
         assert len(recs) > 5 and all(NODE_KEY in r.payload and "_node_content" not in r.payload for r in recs)
+        parents = [(r.payload[PARENT_KEY], payload_to_node(r.payload).parent_node) for r in recs]
+        assert all(pid == (p.node_id if p is not None else "") for pid, p in parents)
+        assert {pid == "" for pid, _ in parents} == {True, False}  # leaves with and without a parent
         assert [(r.file_path, r.start_line, r.end_line, r.text) for r in index.search("login retries")] == want
         assert slim_store(tiny_repo, index.settings, index.state) == 0  # once: the meta key says it is done

@@ -326,6 +326,35 @@ def test_store_payload_decodes_to_the_node_written(index) -> None:
         assert len(r.payload[NODE_KEY]) < len(ref.to_json()) * 0.8
 
 
+def test_store_light_nodes_are_the_stored_nodes_less_prev_and_next(index) -> None:
+    """A light node (built from the payload a query returns) equals the stored node but for the links to
+    the previous and next chunks, which a search never reads; light and full queries rank the same."""
+    from llama_index.core.schema import NodeRelationship
+    from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
+    from qdrant_edge import PayloadSelector, ScrollRequest
+
+    from coderag.store.edge_vector_store import _NOT_LIGHT, light_node, payload_to_node
+
+    shard = index.vector_store.client
+    recs, _ = shard.scroll(ScrollRequest(limit=1000, with_payload=PayloadSelector.Exclude(_NOT_LIGHT)))
+    full = {str(r.id): payload_to_node(r.payload) for r in
+            shard.scroll(ScrollRequest(limit=1000, with_payload=True))[0]}
+    assert len(recs) > 20 and any(n.parent_node is not None for n in full.values())
+    for r in recs:
+        light, node = light_node(str(r.id), r.payload), full[str(r.id)]
+        want = node.model_copy(deep=True)
+        for rel in (NodeRelationship.PREVIOUS, NodeRelationship.NEXT):
+            want.relationships.pop(rel, None)
+        assert light.model_dump(mode="json") == want.model_dump(mode="json")
+        assert light.hash == node.hash and light.get_content("embed") == node.get_content("embed")
+    emb = index.embed_model.get_query_embedding("round the sales tax to whole cents")
+    for q in (VectorStoreQuery(query_embedding=emb, similarity_top_k=10),
+              VectorStoreQuery(query_str="tax cents round", mode=VectorStoreQueryMode.SPARSE, similarity_top_k=10)):
+        a, b = index.vector_store.query(q), index.vector_store.query(q, light=True)
+        assert a.ids == b.ids and a.similarities == b.similarities and len(a.ids) > 3
+        assert [n.get_content() for n in a.nodes] == [n.get_content() for n in b.nodes]
+
+
 def test_store_payload_round_trip_of_other_nodes_and_old_points() -> None:
     """A TextNode with other templates and links that carry metadata comes back the same (links by id and
     type); a point written in the older format (`_node_content`) still decodes as LlamaIndex decodes it."""

@@ -19,7 +19,8 @@ STATUS_INDEXED = "indexed"
 STATUS_SPARSE = "sparse"  # chunks searchable by BM25; dense vectors still to come
 STATUS_DIRTY = "dirty"  # a duplicate's canonical chunk went away: re-index this file
 SEARCHABLE = (STATUS_INDEXED, STATUS_SPARSE)
-STORE_FORMAT_KEY, STORE_FORMAT = "store_format", "2"  # meta: 2 = stored leaves are slim JSON (`_node`)
+# meta: 2 = stored leaves are slim JSON (`_node`); 3 = and their payload holds the parent id (light nodes)
+STORE_FORMAT_KEY, STORE_FORMAT = "store_format", "3"
 LINE_TOKENS_ENCODING = "cl100k_base"  # the tokenizer the line_tokens table counts in (payload budgets)
 
 _IN_BATCH = 500  # values per `IN (...)` query, under SQLite's bound-parameter limit
