@@ -109,9 +109,11 @@ def _no_llm():
     return _MOCK_LLM
 
 
-def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filters=None, light: bool = False):
+def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filters=None, light: bool = False,
+                    while_embedding=None):
     """The LlamaIndex retriever graph for one request (cheap to build; filters are per request). `light`: the
-    legs return light nodes (no links to the previous and next chunks, which a search never reads)."""
+    legs return light nodes (no links to the previous and next chunks, which a search never reads).
+    `while_embedding(nodes)`: done with the BM25 leg's results while a helper process embeds the query."""
     from coderag.pipelines.retrievers import (BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever,
                                               WeightedRRFFusionRetriever)
 
@@ -129,7 +131,7 @@ def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filt
     fusion = WeightedRRFFusionRetriever(
         legs, retriever_weights=weights, llm=_no_llm(), mode="reciprocal_rerank", num_queries=1, use_async=False,
         similarity_top_k=opts.top_k or r.fusion_top_k, keywords=opts.keywords, keyword_boost=r.keyword_boost,
-        tests_docs_weight=r.tests_docs_weight, timings=timings)
+        tests_docs_weight=r.tests_docs_weight, timings=timings, while_embedding=while_embedding)
     if not opts.auto_merge:
         return fusion
     return BoundedAutoMergingRetriever(fusion, index.storage_context, simple_ratio_thresh=r.merge_ratio,
@@ -217,7 +219,11 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     enc = index.tiktoken_encoding
     files = _Files(index, enc.name if enc is not None and opts.format == OutputFormat.Xml else None)
     if any_file:
-        nodes = build_retriever(index, opts, timings, filters, light=True).retrieve(opts.query)
+        def check_early(found: list) -> None:
+            files.changed({n.node.metadata[FILE_PATH_KEY] for n in found})
+
+        nodes = build_retriever(index, opts, timings, filters, light=True,
+                                while_embedding=check_early).retrieve(opts.query)
         checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}
         changed = files.changed(checked)
         if changed and not _quiet(index):

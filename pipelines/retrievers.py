@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.constants import DEFAULT_SIMILARITY_TOP_K
@@ -137,6 +137,7 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
     def __init__(self, *args: Any, rrf_k: float = DEFAULT_RRF_K, keywords: Sequence[str] = (),
                  keyword_boost: float = 0.5, definition_boost: float = DEFAULT_DEFINITION_BOOST,
                  tests_docs_weight: float = 1.0, timings: Optional[Dict[str, float]] = None,
+                 while_embedding: Optional[Callable[[List[NodeWithScore]], None]] = None,
                  **kwargs: Any) -> None:
         if _takes_llm_as_is(args, kwargs):
             self._init_without_resolving_llm(*args, **kwargs)
@@ -148,6 +149,9 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         self._keyword_boost = keyword_boost
         self._definition_boost = definition_boost
         self.timings = timings if timings is not None else {}
+        # Work on the other legs' results that the caller wants done while a helper process embeds the query
+        # (run_search checks their files): time the main thread would otherwise spend waiting.
+        self._while_embedding = while_embedding
 
     def _init_without_resolving_llm(self, retrievers: List[BaseRetriever], llm: LLM,
                                     mode: FUSION_MODES = FUSION_MODES.SIMPLE,
@@ -184,6 +188,9 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                 for i, r in enumerate(self._retrievers):
                     if (q.query_str, i) not in pending:
                         results[(q.query_str, i)] = r.retrieve(q)
+            if self._while_embedding is not None and any(
+                    getattr(p, "where", None) == "helper" for p in pending.values()):
+                self._while_embedding([n for nodes in results.values() for n in nodes])
         except BaseException:
             for p in pending.values():
                 if p is not None:

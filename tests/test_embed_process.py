@@ -134,3 +134,25 @@ def test_resident_index_without_the_helper_when_configured_off(tmp_path) -> None
         index.warm_up()
         assert index.embed_model.helper_pid is None
         assert index.search("invoice total with tax", max_tokens=500)
+
+
+def test_bm25_results_are_handed_over_while_the_helper_embeds(tmp_path) -> None:
+    """With a helper embedding the query, the fusion retriever hands the BM25 leg's results to
+    `while_embedding` before it waits (run_search checks their files then); without one it does not wait,
+    and does not call it."""
+    from coderag.pipelines.code_index import CodeIndex
+    from coderag.pipelines.query import SearchOptions, build_retriever
+
+    root = _indexed(tmp_path)
+    with CodeIndex.open(root) as index:
+        q = "where is the retry after a failed login"
+        for helper in (False, True):
+            if helper:
+                assert index.embed_model.start_process()
+            index.embed_model.clear_cache()
+            seen: list = []
+            build_retriever(index, SearchOptions(query=q), {}, light=True, while_embedding=seen.append).retrieve(q)
+            bm25 = [n.node.node_id for n in index.bm25_retriever.retrieve(q)]
+            assert seen == ([] if not helper else [seen[0]])
+            if helper:
+                assert [n.node.node_id for n in seen[0]] == bm25 and bm25
