@@ -81,6 +81,7 @@ _HEAD_LINES: dict[tuple[str, str], int] = {}
 _HEAD_LINES_SIZE = 100_000
 # Prices of blocks priced from line counts: (encoding, header, start, end) -> (counts object, tokens).
 _COUNTED: "OrderedDict[tuple, tuple[Any, int]]" = OrderedDict()
+_MIN_BLOCK: dict[tuple, int] = {}  # (format, encoding) -> tokens of an empty result
 _REPEATING = ("    <source_file>", "    <language>", "    <last_modified>", "    <snippet>", "    <stale>")
 
 
@@ -255,10 +256,17 @@ class PayloadCost:
         return prefix
 
     def min_block_tokens(self) -> int:
-        """A lower bound of any block's tokens: the frame of a result with empty fields."""
-        empty = SearchResult(id="", file_path="", start_line=1, end_line=1, language="", symbol="", kind="",
-                             score=0.0, last_modified="", stale=False, text="")
-        return max(1, self._count(self._render_one(empty)))
+        """A lower bound of any block's tokens: the frame of a result with empty fields (counted once per
+        format and tiktoken encoding)."""
+        key = (self.fmt, self._enc.name) if self._enc is not None else None
+        if key is None or key not in _MIN_BLOCK:
+            empty = SearchResult(id="", file_path="", start_line=1, end_line=1, language="", symbol="", kind="",
+                                 score=0.0, last_modified="", stale=False, text="")
+            n = max(1, self._count(self._render_one(empty)))
+            if key is None:
+                return n
+            _MIN_BLOCK[key] = n
+        return _MIN_BLOCK[key]
 
     # -- the packer's prices ------------------------------------------------------------------------
     def cost(self, nws: Any, text: str, truncated: bool) -> int:
