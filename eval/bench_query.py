@@ -11,15 +11,17 @@ SQLAlchemy 2.0.36's library, about 100,000 leaf chunks. (The whole three sdists 
 SQLAlchemy and NumPy make 367,000 leaf chunks and a 7 GB docstore, too much to rebuild often.)
 
 ``--fake-dense``: embedding every chunk with the real model costs about 50 ms of CPU per chunk
-(40 CPU-minutes per 50,000). The benchmark measures queries, and the store's dense search
-(HNSW, or brute force under its threshold) costs the same for any vectors of the same size and
-count, so with this flag the build runs the very same IngestionPipeline (reader, filter, AST
-splitter, breadcrumbs, dedup, CachedEmbedder, Edge + SQLite writes, HNSW build) with a
-deterministic cheap embedder: a unit vector drawn from a seed that is the hash of the text
-(384 floats, like all-MiniLM-L6-v2). Queries are embedded by the real model, so the "embed"
-stage is real; dense results are meaningless, dense timings are not. Such an index is marked
-(``.coderag/bench_query.json``) and rebuilt when the flag changes; its chunk-hash cache holds
-fake vectors, so never copy it elsewhere. Without the flag every chunk is embedded for real.
+(40 CPU-minutes per 50,000). With this flag the build runs the very same IngestionPipeline (reader,
+filter, AST splitter, breadcrumbs, dedup, CachedEmbedder, Edge + SQLite writes, HNSW build) with a
+deterministic cheap embedder: a unit vector drawn from a seed that is the hash of the text (384
+floats, like all-MiniLM-L6-v2). Queries are embedded by the real model, so the "embed" stage is
+real; dense results are meaningless. Dense timings are pessimistic: random vectors are HNSW's
+hardest case (no neighbourhood structure: a dense store query took 2.8 ms on these 102k vectors,
+0.76 ms on the 24k real ones of eval/bench_mcp.py, session-3 probe), and the dense leg's hits share no
+chunk with the BM25 leg's, so every search handles 60 distinct candidates; the benchmark prints the
+store's dense query time alone, to show it. Such an index is marked (``.coderag/bench_query.json``)
+and rebuilt when the flag changes; its chunk-hash cache holds fake vectors, so never copy it
+elsewhere. Without the flag every chunk is embedded for real.
 
 Queries (``--queries N``, default 300, fixed seed): half identifiers sampled from the index's own
 symbols, spelled as written, in the other convention (snake_case <-> camelCase), or as spaced
@@ -36,8 +38,8 @@ What it prints:
   query is new to the process, as the first call of a new question is to the owner;
 * cold: wall time of ``coderag search`` processes (import, open, model load, first query), and
   the latency the process itself reported;
-* RSS: this process after the warm runs (index open, model loaded), and the peak of the
-  ``coderag search`` processes.
+* RSS: this process after the warm runs (index open, model loaded), its query-embedding helper process
+  (``retrieval.embed_process``), and the peak of the ``coderag search`` processes.
 
 The build runs in a child process (``--build-only``), so the measuring process's RSS is that of
 an open index, not of an indexer.
@@ -87,11 +89,12 @@ VARIANTS = {
     "dense": dict(retriever="dense"),
     "hybrid, no auto-merge": dict(retriever="hybrid", auto_merge=False),
 }
-# res.timings: embed_ms (query embedding), dense_ms / bm25_ms (each leg: store query + payload -> nodes),
-# fusion_ms (weighted RRF), merge_parents_ms (auto-merge), merge_adjacent_ms (read the files, merge),
-# pack_ms (token packing), total_ms (run_search up to the final token count of the payload).
-STAGES = ("embed_ms", "dense_ms", "bm25_ms", "fusion_ms", "merge_parents_ms", "merge_adjacent_ms", "pack_ms",
-          "total_ms")
+# res.timings: embed_ms (query embedding; in the helper process, beside the BM25 leg), embed_wait_ms (what
+# the search then waited for it), dense_ms / bm25_ms (each leg: store query + payload -> nodes), fusion_ms
+# (weighted RRF), merge_parents_ms (auto-merge), merge_adjacent_ms (read the files, merge), pack_ms (token
+# packing), total_ms (run_search up to the final token count of the payload).
+STAGES = ("embed_ms", "embed_wait_ms", "dense_ms", "bm25_ms", "fusion_ms", "merge_parents_ms",
+          "merge_adjacent_ms", "pack_ms", "total_ms")
 FIXED_NL_QUERIES = [
     "where are database migrations applied", "how is a CSRF token checked on a form post",
     "parse an HTTP date header", "hash a password with a salt", "cache a template after compiling it",
@@ -352,12 +355,30 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def current_rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+def current_rss_mb(pid: Optional[int] = None) -> float:
+    try:
+        with open(f"/proc/{pid or 'self'}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return 0.0
+
+
+def dense_store_ms(index, queries: list[tuple[str, str]]) -> list[float]:
+    """The store's dense query alone (HNSW, top dense_top_k, no payload) for each query's vector."""
+    from qdrant_edge import Query, QueryRequest
+
+    from coderag.store.edge_vector_store import DENSE_VECTOR_NAME
+
+    shard, k, out = index.vector_store.client, index.settings.retrieval.dense_top_k, []
+    for _, q in queries:
+        emb = index.embed_model.get_query_embedding(q)
+        t0 = time.perf_counter()
+        shard.query(QueryRequest(limit=k, query=Query.Nearest(list(emb), using=DENSE_VECTOR_NAME), with_payload=False))
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
 
 
 def pct(values: list[float], p: float) -> float:
@@ -491,6 +512,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                     print(f"{stage:<24}" + "".join(f"{pct(v, p):>18.2f}" for p in (50, 95, 99)))
             print()
         rss_warm = current_rss_mb()
+        helper_pid = getattr(index.embed_model, "helper_pid", None)
+        rss_helper = current_rss_mb(helper_pid) if helper_pid else 0.0
+        dense_alone = dense_store_ms(index, queries)
     finally:
         index.close()
 
@@ -504,13 +528,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         by_kind.setdefault(kind, []).append(ms)
     print("hybrid by query kind, p50/p95 ms: " + ", ".join(
         f"{k} {pct(v, 50):.1f}/{pct(v, 95):.1f}" for k, v in by_kind.items()))
+    print(f"the store's dense query alone (HNSW, no payload), p50/p95 ms: {pct(dense_alone, 50):.2f}/"
+          f"{pct(dense_alone, 95):.2f}{' (random vectors: see --fake-dense)' if args.fake_dense else ''}")
     print()
     for (wall, reported), q in zip(cold, COLD_QUERIES):
         print(f"cold `coderag search {q!r}`: {wall:.0f} ms wall, {reported:.0f} ms reported by the process "
               "(open + model load + query)")
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"RSS: this process after the warm runs {rss_warm:.0f} MB (peak {peak_rss_mb():.0f} MB); "
-          f"peak of a child process (coderag search{', build' if built else ''}) {children:.0f} MB")
+    print(f"RSS: this process after the warm runs {rss_warm:.0f} MB (peak {peak_rss_mb():.0f} MB), its "
+          f"query-embedding helper {rss_helper:.0f} MB; peak of a child process "
+          f"(coderag search{', build' if built else ''}) {children:.0f} MB")
     return 0
 
 
