@@ -351,9 +351,14 @@ def test_store_light_nodes_are_the_stored_nodes_less_prev_and_next(index) -> Non
     emb = index.embed_model.get_query_embedding("round the sales tax to whole cents")
     for q in (VectorStoreQuery(query_embedding=emb, similarity_top_k=10),
               VectorStoreQuery(query_str="tax cents round", mode=VectorStoreQueryMode.SPARSE, similarity_top_k=10)):
-        a, b = index.vector_store.query(q), index.vector_store.query(q, light=True)
+        index.vector_store.clear_node_cache()
+        b, a = index.vector_store.query(q, light=True), index.vector_store.query(q)  # light ones cached first
         assert a.ids == b.ids and a.similarities == b.similarities and len(a.ids) > 3
         assert [n.get_content() for n in a.nodes] == [n.get_content() for n in b.nodes]
+        # a full request is never served a cached light node; a light request takes either
+        assert [n.model_dump() for n in a.nodes] == [full[i].model_dump() for i in a.ids]
+        assert any(n.prev_node or n.next_node for n in a.nodes)
+        assert index.vector_store.query(q, light=True).nodes == a.nodes
 
 
 def test_store_payload_round_trip_of_other_nodes_and_old_points() -> None:

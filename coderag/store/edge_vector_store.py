@@ -336,21 +336,34 @@ class EdgeVectorStore(BasePydanticVectorStore):
     def _to_node(payload: dict) -> BaseNode:
         return payload_to_node(payload)
 
-    def _nodes_by_id(self, ids: List[Any]) -> List[Optional[BaseNode]]:
-        """Nodes of these point ids (None for a point deleted since the query): cached, or one retrieve."""
+    def _nodes_by_id(self, ids: List[Any], light: bool = False) -> List[Optional[BaseNode]]:
+        """Nodes of these point ids (None for a point deleted since the query): cached, or one retrieve.
+        `light`: a light node will do (see `light_node`); the cache holds both kinds, and serves a light
+        request with either."""
         from qdrant_edge import PayloadSelector
 
         keys = [str(i) for i in ids]
+        found: dict = {}
         with self._nodes_lock:
             gen = self._generation
-            found = {k: self._nodes[k] for k in keys if k in self._nodes}
-            for k in found:
-                self._nodes.move_to_end(k)
+            for k in keys:
+                hit = self._nodes.get(k)
+                if hit is not None and (light or not hit[1]):
+                    found[k] = hit[0]
+                    self._nodes.move_to_end(k)
         missing = [i for i, k in zip(ids, keys) if k not in found]
         if missing:
-            recs = self._shard.retrieve(missing, PayloadSelector.Include(_NODE_FIELDS), False)
-            fresh = {str(r.id): self._to_node(r.payload) for r in recs}
-            found.update(fresh)
+            fresh: dict = {}
+            if light:
+                for r in self._shard.retrieve(missing, PayloadSelector.Exclude(_NOT_LIGHT), False):
+                    node = light_node(str(r.id), r.payload)
+                    if node is not None:
+                        fresh[str(r.id)] = (node, True)
+                missing = [i for i in missing if str(i) not in fresh]  # points of an older coderag: whole nodes
+            if missing:
+                recs = self._shard.retrieve(missing, PayloadSelector.Include(_NODE_FIELDS), False)
+                fresh.update((str(r.id), (self._to_node(r.payload), False)) for r in recs)
+            found.update((k, v[0]) for k, v in fresh.items())
             with self._nodes_lock:
                 if gen == self._generation:  # no write since: these payloads are current
                     self._nodes.update(fresh)
@@ -361,13 +374,12 @@ class EdgeVectorStore(BasePydanticVectorStore):
     supports_light_nodes: ClassVar[bool] = True
 
     def query(self, query: VectorStoreQuery, light: bool = False, **kwargs: Any) -> VectorStoreQueryResult:
-        """The nodes nearest to the query. `light=True`: nodes built from the payload the query returns (text,
-        metadata, source and parent links: what a search uses) instead of the stored node JSON, which also
-        holds the links to the previous and next chunks; about half the time of a leg (see `light_node`)."""
-        from qdrant_edge import Fusion, PayloadSelector, Prefetch, Query, QueryRequest, SparseVector
+        """The nodes nearest to the query. `light=True`: nodes built from their payload's text, metadata and
+        links to source and parent (what a search uses) instead of the stored node JSON, which also holds
+        the links to the previous and next chunks; see `light_node`."""
+        from qdrant_edge import Fusion, Prefetch, Query, QueryRequest, SparseVector
 
         flt = to_edge_filter(query.filters)
-        payload = PayloadSelector.Exclude(_NOT_LIGHT) if light else False
         k = query.similarity_top_k
         mode = query.mode
 
@@ -379,7 +391,7 @@ class EdgeVectorStore(BasePydanticVectorStore):
             q, nonempty = sparse_query()
             if not nonempty:
                 return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-            req = QueryRequest(limit=query.sparse_top_k or k, query=q, filter=flt, with_payload=payload)
+            req = QueryRequest(limit=query.sparse_top_k or k, query=q, filter=flt, with_payload=False)
         elif mode == VectorStoreQueryMode.HYBRID:
             q, nonempty = sparse_query()
             prefetches = [Prefetch(limit=k, query=Query.Nearest(list(query.query_embedding), using=DENSE_VECTOR_NAME),
@@ -387,20 +399,14 @@ class EdgeVectorStore(BasePydanticVectorStore):
             if nonempty:
                 prefetches.append(Prefetch(limit=query.sparse_top_k or k, query=q, filter=flt))
             req = QueryRequest(limit=query.hybrid_top_k or k, query=Fusion.Rrf(k=DEFAULT_RRF_K), prefetches=prefetches,
-                               with_payload=payload)
+                               with_payload=False)
         else:
             if query.query_embedding is None:
                 raise ValueError("dense query needs query_embedding")
             req = QueryRequest(limit=k, query=Query.Nearest(list(query.query_embedding), using=DENSE_VECTOR_NAME),
-                               filter=flt, with_payload=payload)
+                               filter=flt, with_payload=False)
         hits = self._shard.query(req)
-        if light:
-            found = [light_node(str(h.id), h.payload) for h in hits]
-            if None in found:  # points of an older coderag carry no parent id: their stored nodes, then
-                full = self._nodes_by_id([h.id for h, n in zip(hits, found) if n is None])
-                found = [n if n is not None else full.pop(0) for n in found]
-        else:
-            found = self._nodes_by_id([h.id for h in hits])
+        found = self._nodes_by_id([h.id for h in hits], light=light)
         kept = [(h, n) for h, n in zip(hits, found) if n is not None]
         return VectorStoreQueryResult(nodes=[n for _, n in kept], similarities=[h.score for h, _ in kept],
                                       ids=[str(h.id) for h, _ in kept])
