@@ -88,8 +88,11 @@ class EmbedProcess:
     def start(self, timeout: float = START_TIMEOUT_S) -> "EmbedProcess":
         """Spawn the helper and wait until its model is loaded; on failure the handle stays dead (logged)."""
         try:
+            # PYTHONSAFEPATH: the working directory is not put on sys.path, so a folder named like one of
+            # our packages there cannot shadow the installed one (`-m` would otherwise import it first).
             self._proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=None, bufsize=0, close_fds=True)
+                                          stderr=None, bufsize=0, close_fds=True,
+                                          env={**os.environ, "PYTHONSAFEPATH": "1"})
             hello = self._read(len(READY) + 4, timeout)
             if hello is None or not hello.startswith(READY):
                 raise RuntimeError("no READY from the helper")

@@ -156,3 +156,20 @@ def test_bm25_results_are_handed_over_while_the_helper_embeds(tmp_path) -> None:
             assert seen == ([] if not helper else [seen[0]])
             if helper:
                 assert [n.node.node_id for n in seen[0]] == bm25 and bm25
+
+
+def test_helper_starts_from_a_folder_that_shadows_the_package(model, tmp_path, monkeypatch) -> None:
+    """`python -m` puts the working directory first on sys.path: a `coderag` folder there must not be what
+    the helper imports."""
+    from coderag.nodes.embed_process import EmbedProcess
+
+    (tmp_path / "coderag").mkdir()
+    (tmp_path / "coderag" / "__init__.py").write_text("raise ImportError('the shadowing folder was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    helper = EmbedProcess(model.model_dir, model.onnx_file).start()
+    try:
+        assert helper.alive and helper.submit("getUserById")
+        vec, ms = helper.result()
+        assert len(vec) == 384 and ms > 0
+    finally:
+        helper.close()
