@@ -450,7 +450,8 @@ def payload_to_node(payload: dict) -> BaseNode:
 def light_node(point_id: str, payload: dict) -> Optional[TextNode]:
     """A leaf from its payload's text, metadata, document id and parent id (None for a point stored before
     coderag kept the parent id there). The same node as the stored JSON but for the links to the previous
-    and next chunks: ~12 us to validate instead of ~40 (measured in a search's legs, 58 nodes a search)."""
+    and next chunks, and cheaper to build than that JSON is to decode (one BM25 leg of 30 new hits on the
+    102k-chunk bench: 3.8-4.1 ms instead of 5.4-5.6, store query included)."""
     if PARENT_KEY not in payload:
         return None
     meta = dict(payload)
