@@ -230,7 +230,6 @@ class EdgeVectorStore(BasePydanticVectorStore):
         HNSW search 4.3 ms instead of 2.7 (102k points, measured). A resident process calls this once,
         in the background; nothing is pinned, the kernel may evict the pages again under pressure.
         """
-        import os
 
         done = 0
         files = sorted((f for f in (Path(self.path) / "segments").rglob("*") if f.is_file()),
