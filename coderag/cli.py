@@ -49,8 +49,8 @@ class _Progress:
             msg = "\rbuilding the vector index (HNSW)...".ljust(60)
         elif phase == "line tokens":
             msg = f"\rcounting the tokens of indexed lines: {done}/{total} files".ljust(60)
-        elif phase == "slim":
-            msg = f"\rrewriting stored chunks in the slim format: {done}".ljust(60)
+        elif phase == "upgrade":
+            msg = f"\rrewriting stored chunks in the current format: {done}".ljust(60)
         click.echo(msg, nl=False, err=True)
 
     def close(self) -> None:

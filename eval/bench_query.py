@@ -243,7 +243,7 @@ def build(root: Path, fake_dense: bool) -> None:
     from coderag.config import Settings
     from coderag.lock import WriterLock
     from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
-    from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, slim_store, sync
+    from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, upgrade_store, sync
     from coderag.store.state import IndexState
 
     t0 = time.perf_counter()
@@ -255,7 +255,7 @@ def build(root: Path, fake_dense: bool) -> None:
 
     def progress(phase: str, done: int, total: int) -> None:
         now = time.perf_counter()
-        if phase in ("files", "slim", "optimize") and (now - last[0] > 15 or phase == "optimize" or done == total):
+        if phase in ("files", "upgrade", "optimize") and (now - last[0] > 15 or phase == "optimize" or done == total):
             last[0] = now
             print(f"  [{now - t0:7.0f} s] {phase} {done}/{total}", file=sys.stderr, flush=True)
 
@@ -267,7 +267,7 @@ def build(root: Path, fake_dense: bool) -> None:
             s = run.summary
             s.files_seen, s.unchanged = len(changes.entries), changes.unchanged
             sync(run, changes, fingerprint(settings), progress)
-            upgraded = slim_store(root, settings, state, progress)  # an index of an older coderag, in place
+            upgraded = upgrade_store(root, settings, state, progress)  # an index of an older coderag, in place
             if upgraded:
                 print(f"  upgraded {upgraded} stored chunks to the current payload format", file=sys.stderr)
         finally:

@@ -317,12 +317,11 @@ class CodeIndex:
         if start is not None and self.settings.retrieval.embed_process:
             start()
         self.count_tokens("warm up")
-        if self.tiktoken_encoding is not None:
-            token_widths(self.tiktoken_encoding)
         enc = self.tiktoken_encoding
         if enc is not None:
             from array import array
 
+            token_widths(enc)
             self._cache_line_tokens({(path, sha, enc.name): array("I", blob) for path, sha, blob
                                      in self.state.current_line_tokens(enc.name, LINE_COUNTS_CACHE)})
         warm = getattr(self.vector_store, "warm_page_cache", None)

@@ -402,9 +402,9 @@ def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress]
     return done
 
 
-def slim_store(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None) -> int:
+def upgrade_store(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None) -> int:
     """Bring an embedded store written before STORE_FORMAT to it (payloads only; see
-    EdgeVectorStore.slim_old_payloads). Once per index: later runs read the meta key and return."""
+    EdgeVectorStore.upgrade_payloads). Once per index: later runs read the meta key and return."""
     if state.get_meta(STORE_FORMAT_KEY) == STORE_FORMAT:
         return 0
     done = 0
@@ -413,7 +413,7 @@ def slim_store(root: Path, settings: Settings, state: IndexState, progress: Opti
 
         store = open_vector_store(settings, root)
         try:
-            done = store.slim_old_payloads(lambda n: progress and progress("slim", n, 0))
+            done = store.upgrade_payloads(lambda n: progress and progress("upgrade", n, 0))
             if done >= OPTIMIZE_MIN_NEW_POINTS:
                 # Qdrant copies a point whose payload changes out of its indexed segment: rebuild the HNSW
                 # index, as after a bulk load (dense queries on the Django bench: 2.8 -> 7.8 ms without).
@@ -486,9 +486,9 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
             s.skip_items = list(changes.skips.items)
             sync(run, changes, fp, progress)
             counted = fill_line_tokens(root, state, progress)
-            slimmed = slim_store(root, settings, state, progress)
+            rewritten = upgrade_store(root, settings, state, progress)
             s.upgraded = {k: v for k, v in (("files' line token counts stored", counted),
-                                            ("stored chunks rewritten in the current format", slimmed)) if v}
+                                            ("stored chunks rewritten in the current format", rewritten)) if v}
             s.seconds = time.perf_counter() - t0
             return s
         finally:

@@ -161,7 +161,7 @@ def test_index_rewrites_points_of_the_older_format_once(tiny_repo: Path, older: 
     from qdrant_edge import ScrollRequest, UpdateOperation
 
     from coderag.pipelines.code_index import CodeIndex
-    from coderag.pipelines.ingestion import index_repository, slim_store
+    from coderag.pipelines.ingestion import index_repository, upgrade_store
     from coderag.store.edge_vector_store import NODE_KEY, PARENT_KEY, payload_to_node
     from coderag.store.state import STORE_FORMAT, STORE_FORMAT_KEY
 
@@ -191,4 +191,4 @@ def test_index_rewrites_points_of_the_older_format_once(tiny_repo: Path, older: 
         assert all(pid == (p.node_id if p is not None else "") for pid, p in parents)
         assert {pid == "" for pid, _ in parents} == {True, False}  # leaves with and without a parent
         assert [(r.file_path, r.start_line, r.end_line, r.text) for r in index.search("login retries")] == want
-        assert slim_store(tiny_repo, index.settings, index.state) == 0  # once: the meta key says it is done
+        assert upgrade_store(tiny_repo, index.settings, index.state) == 0  # once: the meta key says it is done

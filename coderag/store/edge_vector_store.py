@@ -248,7 +248,7 @@ class EdgeVectorStore(BasePydanticVectorStore):
                 break
         return done
 
-    def slim_old_payloads(self, progress: Optional[Callable[[int], None]] = None) -> int:
+    def upgrade_payloads(self, progress: Optional[Callable[[int], None]] = None) -> int:
         """Bring points stored by an older coderag to the current payload: LlamaIndex's `_node_content`
         (~2.8 KB a leaf) rewritten as a slim node (`_node`, ~1.1 KB, decoded twice as fast), and the parent
         id added (what light nodes need). Returns how many points changed. Every older payload still
