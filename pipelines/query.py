@@ -203,6 +203,9 @@ def strategy_name(opts: SearchOptions) -> str:
 def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
                freshness: Optional[str] = None) -> SearchResults:
     """Answer one request from an open CodeIndex. `freshness` overrides the index-freshness note."""
+    from llama_index.core.schema import QueryBundle
+
+    from coderag.pipelines.retrievers import retrieve_nodes
     from coderag.postprocessors.lines import LineSource
     from coderag.postprocessors.merge_adjacent import MergeAdjacentPostprocessor
     from coderag.postprocessors.payload_cost import PayloadCost
@@ -222,8 +225,8 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
         def check_early(found: list) -> None:
             files.changed({n.node.metadata[FILE_PATH_KEY] for n in found})
 
-        nodes = build_retriever(index, opts, timings, filters, light=True,
-                                while_embedding=check_early).retrieve(opts.query)
+        nodes = retrieve_nodes(build_retriever(index, opts, timings, filters, light=True,
+                                               while_embedding=check_early), QueryBundle(opts.query))
         checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}
         changed = files.changed(checked)
         if changed and not _quiet(index):
@@ -238,8 +241,8 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
                 timings["refresh_ms"] = (time.perf_counter() - t1) * 1000
                 freshness = f"refreshed {len(changed)} changed file(s) before answering"
                 filters, any_file = _filters(index, opts)
-                nodes = (build_retriever(index, opts, timings, filters, light=True).retrieve(opts.query)
-                         if any_file else [])
+                nodes = (retrieve_nodes(build_retriever(index, opts, timings, filters, light=True),
+                                        QueryBundle(opts.query)) if any_file else [])
                 checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}
                 files = _Files(index, files.encoding)
                 stale = files.changed(checked)

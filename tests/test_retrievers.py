@@ -410,3 +410,44 @@ def test_store_node_cache_never_serves_a_replaced_node(tmp_path: Path) -> None:
         assert query() == []
     finally:
         store.close()
+
+
+# -- instrumentation ----------------------------------------------------------------------------------------
+
+def test_retrievers_skip_instrumentation_only_when_nothing_listens(index) -> None:
+    """A search calls the retrievers' `_retrieve` directly while no handler listens (retrieve_nodes); with an
+    event handler on LlamaIndex's root dispatcher, each of the four retrievers emits its start and end
+    events again, and the results are the same either way."""
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+    from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent, RetrievalStartEvent
+
+    from coderag.pipelines.retrievers import instrumentation_idle
+
+    seen: list = []
+
+    class Recorder(BaseEventHandler):
+        @classmethod
+        def class_name(cls) -> str:
+            return "Recorder"
+
+        def handle(self, event, **kwargs) -> None:
+            if isinstance(event, (RetrievalStartEvent, RetrievalEndEvent)):
+                seen.append(type(event).__name__)
+
+    q = "how many seconds to wait before retrying"
+    retriever = build_retriever(index, SearchOptions(query=q), {})
+    assert instrumentation_idle(retriever)
+    quiet = [(r.id, r.score, r.text) for r in index.search(q)]
+    assert seen == []
+    root = get_dispatcher()
+    root.add_event_handler(Recorder())
+    try:
+        assert not instrumentation_idle(retriever)
+        index.vector_store.clear_node_cache()
+        heard = [(r.id, r.score, r.text) for r in index.search(q)]
+    finally:
+        root.event_handlers = [h for h in root.event_handlers if not isinstance(h, Recorder)]
+    assert instrumentation_idle(retriever)
+    assert seen.count("RetrievalStartEvent") == 4 and seen.count("RetrievalEndEvent") == 4
+    assert heard == quiet
