@@ -450,7 +450,12 @@ def light_node(point_id: str, payload: dict) -> Optional[TextNode]:
     """A leaf from its payload's text, metadata, document id and parent id (None for a point stored before
     coderag kept the parent id there). The same node as the stored JSON but for the links to the previous
     and next chunks, and cheaper to build than that JSON is to decode (one BM25 leg of 30 new hits on the
-    102k-chunk bench: 3.8-4.1 ms instead of 5.4-5.6, store query included)."""
+    102k-chunk bench: 3.8-4.1 ms instead of 5.4-5.6, store query included).
+
+    Built as a copy of a template node with the payload's values put in, which pydantic does not validate
+    again: they are what `store_payload` wrote from a validated node. 10 us a node instead of 16 (probe;
+    A/B on the 102k-chunk bench: p50 28.9 ms instead of 29.5, mean 29.6 instead of 29.9);
+    tests compare every light node with its stored node, field by field and with `==`."""
     if PARENT_KEY not in payload:
         return None
     meta = dict(payload)
@@ -458,11 +463,19 @@ def light_node(point_id: str, payload: dict) -> Optional[TextNode]:
     start, end = meta.pop(CHARS_KEY, None) or (None, None)
     rels = {}
     if doc is not None:
-        rels[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc)
+        rels[NodeRelationship.SOURCE] = _SOURCE.model_copy(update={"node_id": doc})
     if parent:
-        rels[NodeRelationship.PARENT] = RelatedNodeInfo(node_id=parent, node_type=ObjectType.TEXT)
-    return TextNode(id_=point_id, text=text, metadata=meta, relationships=rels, start_char_idx=start,
-                    end_char_idx=end, **_STANDARD)
+        rels[NodeRelationship.PARENT] = _PARENT.model_copy(update={"node_id": parent})
+    return _LIGHT.model_copy(update={
+        "id_": point_id, "text": text, "metadata": meta, "relationships": rels, "start_char_idx": start,
+        "end_char_idx": end, "excluded_embed_metadata_keys": list(NON_EMBED_KEYS),
+        "excluded_llm_metadata_keys": list(NON_EMBED_KEYS)})
+
+
+# Templates of light_node: every field a light node does not set comes from these, as validated defaults.
+_LIGHT = TextNode(id_="", text="", **_STANDARD)
+_SOURCE = RelatedNodeInfo(node_id="")
+_PARENT = RelatedNodeInfo(node_id="", node_type=ObjectType.TEXT)
 
 
 def store_payload(node: BaseNode) -> dict:
