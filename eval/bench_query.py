@@ -49,6 +49,7 @@ Usage::
     python eval/bench_query.py --fake-dense             # build once (minutes), then measure
     python eval/bench_query.py --fake-dense --queries 500 --cold 5
     python eval/bench_query.py                           # real vectors for every chunk (hours on a laptop CPU)
+    python eval/bench_query.py --index-root ~/.cache/coderag/bench/django-5.1.4   # an existing index, as is
 """
 
 from __future__ import annotations
@@ -436,6 +437,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="store deterministic cheap vectors instead of embedding every chunk (queries stay real)")
     ap.add_argument("--queries", type=int, default=300, help="warm queries per variant")
     ap.add_argument("--cold", type=int, default=3, help="coderag search processes for the cold latency")
+    ap.add_argument("--index-root", metavar="PATH",
+                    help="measure an existing index instead (a repository indexed with `coderag index`, e.g. the "
+                         "Django index eval/bench_mcp.py builds with real vectors); nothing is downloaded or built")
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -443,16 +447,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     def log(msg: str) -> None:
         print(f"# {msg}", file=sys.stderr, flush=True)
 
-    root = fetch_corpus(log)
-    if args.build_only:
-        build(root, args.fake_dense)
-        return 0
-    built = ensure_index(root, args.fake_dense, log)
+    if args.index_root:
+        root, built = Path(args.index_root).expanduser().resolve(), None
+        if not (root / ".coderag").is_dir():
+            raise SystemExit(f"No index at {root}: run `coderag index {root}` first.")
+    else:
+        root = fetch_corpus(log)
+        if args.build_only:
+            build(root, args.fake_dense)
+            return 0
+        built = ensure_index(root, args.fake_dense, log)
 
     print(f"coderag query benchmark: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
           f"Python {sys.version.split()[0]}")
-    print(f"corpus: {', '.join(f'{s.name} {s.version}' for s in SOURCES)} -> {root}")
-    print(f"dense vectors: {'fake (hash of the text, --fake-dense); query embedding real' if args.fake_dense else 'real'}")
+    if args.index_root:
+        print(f"index: an existing one at {root} (--index-root), its vectors as indexed")
+    else:
+        print(f"corpus: {', '.join(f'{s.name} {s.version}' for s in SOURCES)} -> {root}")
+        print(f"dense vectors: {'fake (hash of the text, --fake-dense); query embedding real' if args.fake_dense else 'real'}")
     if built:
         print(f"build: {built['files']} files seen, {built['indexed']} indexed, {built['chunks']} leaf chunks, "
               f"{built['nodes']} nodes, {built['embedded']} embedded, {built['seconds']:.0f} s, "
@@ -529,7 +541,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print("hybrid by query kind, p50/p95 ms: " + ", ".join(
         f"{k} {pct(v, 50):.1f}/{pct(v, 95):.1f}" for k, v in by_kind.items()))
     print(f"the store's dense query alone (HNSW, no payload), p50/p95 ms: {pct(dense_alone, 50):.2f}/"
-          f"{pct(dense_alone, 95):.2f}{' (random vectors: see --fake-dense)' if args.fake_dense else ''}")
+          f"{pct(dense_alone, 95):.2f}{' (random vectors: see --fake-dense)' if args.fake_dense and not args.index_root else ''}")
     print()
     for (wall, reported), q in zip(cold, COLD_QUERIES):
         print(f"cold `coderag search {q!r}`: {wall:.0f} ms wall, {reported:.0f} ms reported by the process "
