@@ -249,6 +249,7 @@ def test_code_index_file_being_indexed_is_not_called_stale(index, repo: Path) ->
     try:
         index.state.add_inflight([rel])
         index.state.conn.execute("DELETE FROM files WHERE path = ?", (rel,))
+        index.state.reload()
         res = index.search("say goodbye to a visitor", refresh=False)
         hit = next(r for r in res if r.file_path == rel)
         assert not hit.stale
@@ -261,6 +262,7 @@ def test_code_index_file_being_indexed_is_not_called_stale(index, repo: Path) ->
         t.join()
     # Not in flight, no row: that file is not what is indexed.
     index.state.conn.execute("DELETE FROM files WHERE path = ?", (rel,))
+    index.state.reload()
     try:
         assert index.changed_files([rel]) == {rel}
     finally:

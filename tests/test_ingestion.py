@@ -422,3 +422,43 @@ def test_ingestion_docstore_keeps_no_vectors(repo: Path) -> None:
     for (value,) in rows:
         data = json.loads(value)["__data__"]
         assert data.get("embedding") is None and data["text"]
+
+
+def test_state_manifest_in_memory_follows_every_write(tmp_path: Path) -> None:
+    """A writable IndexState answers manifest lookups from memory once read: puts, deletes and dirty marks
+    show at once, exactly as SQL reads them; a rollback (close) forgets it, and a read-only one always asks
+    SQLite (another process may write)."""
+    from coderag.store.state import STATUS_DIRTY, FileRecord
+
+    db = tmp_path / "index.db"
+    state = IndexState(db)
+    rec = lambda p, size=1: FileRecord(p, size, 10, "sha", "python", "indexed", 2, 1)  # noqa: E731
+
+    def sql_view() -> dict:
+        rows = state.conn.execute("SELECT path, size, mtime_ns, sha256, language, status, n_nodes, n_leaves "
+                                  "FROM files").fetchall()
+        return {r[0]: FileRecord(*r) for r in rows}
+
+    assert state.files_of(["a.py"]) == {} and state.file("a.py") is None  # read once, empty
+    for p in ("a.py", "b.py", "c.py"):
+        state.put_file(rec(p))
+    state.commit()
+    assert state.files_of(["a.py", "b.py", "x.py", "a.py"]) == {"a.py": rec("a.py"), "b.py": rec("b.py")}
+    state.put_file(rec("a.py", size=7))
+    state.delete_file("b.py")
+    state.delete_file("c.py", keep_record=True)
+    state.mark_dirty(["c.py", "gone.py"])
+    assert state.files() == sql_view()
+    assert state.file("a.py").size == 7 and state.file("b.py") is None and state.file("c.py").status == STATUS_DIRTY
+    state.commit()
+    state.put_file(rec("d.py"))
+    state.close()  # not committed: rolled back
+    state = IndexState(db)
+    assert set(state.files()) == {"a.py", "c.py"} == set(sql_view())
+    other = IndexState(db, readonly=True)
+    assert other.file("a.py").size == 7
+    state.put_file(rec("a.py", size=9))
+    state.commit()
+    assert other.file("a.py").size == 9 and other.files_of(["a.py"])["a.py"].size == 9
+    other.close()
+    state.close()
