@@ -107,13 +107,17 @@ def _indexed(tmp_path):
 
 
 def test_resident_index_answers_the_same_with_the_helper(tmp_path) -> None:
-    from coderag.pipelines.code_index import CodeIndex
+    import gc
+
+    from coderag.pipelines.code_index import GC_YOUNG_THRESHOLD, CodeIndex
 
     root = _indexed(tmp_path)
+    before = gc.get_threshold()
     with CodeIndex.open(root) as index:
         plain = index.search("where is the retry after a failed login", max_tokens=800)
         assert index.embed_model.helper_pid is None  # a one-shot search starts no helper
         index.warm_up()
+        assert gc.get_threshold()[0] == GC_YOUNG_THRESHOLD != before[0]
         pid = index.embed_model.helper_pid
         assert pid is not None
         index.embed_model.clear_cache()
@@ -122,6 +126,7 @@ def test_resident_index_answers_the_same_with_the_helper(tmp_path) -> None:
             [(r.file_path, r.start_line, r.end_line, r.score) for r in plain]
         assert res.timings["embed_ms"] > 0 and "embed_wait_ms" in res.timings
     assert _gone(pid)  # close() stops it
+    assert gc.get_threshold() == before  # and puts the collector's thresholds back
 
 
 def test_resident_index_without_the_helper_when_configured_off(tmp_path) -> None:
