@@ -464,7 +464,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"index: an existing one at {root} (--index-root), its vectors as indexed")
     else:
         print(f"corpus: {', '.join(f'{s.name} {s.version}' for s in SOURCES)} -> {root}")
-        print(f"dense vectors: {'fake (hash of the text, --fake-dense); query embedding real' if args.fake_dense else 'real'}")
+        kind = "fake (hash of the text, --fake-dense); query embedding real" if args.fake_dense else "real"
+        print(f"dense vectors: {kind}")
     if built:
         print(f"build: {built['files']} files seen, {built['indexed']} indexed, {built['chunks']} leaf chunks, "
               f"{built['nodes']} nodes, {built['embedded']} embedded, {built['seconds']:.0f} s, "
@@ -541,7 +542,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     print("hybrid by query kind, p50/p95 ms: " + ", ".join(
         f"{k} {pct(v, 50):.1f}/{pct(v, 95):.1f}" for k, v in by_kind.items()))
     print(f"the store's dense query alone (HNSW, no payload), p50/p95 ms: {pct(dense_alone, 50):.2f}/"
-          f"{pct(dense_alone, 95):.2f}{' (random vectors: see --fake-dense)' if args.fake_dense and not args.index_root else ''}")
+          f"{pct(dense_alone, 95):.2f}"
+          f"{' (random vectors: see --fake-dense)' if args.fake_dense and not args.index_root else ''}")
     print()
     for (wall, reported), q in zip(cold, COLD_QUERIES):
         print(f"cold `coderag search {q!r}`: {wall:.0f} ms wall, {reported:.0f} ms reported by the process "
