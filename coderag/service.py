@@ -173,6 +173,8 @@ class IndexService:
             self.progress["embedded"] += done
         elif phase == "files":
             self.progress.update(done=done, total=total)
+        elif phase in ("line tokens", "upgrade", "optimize"):  # an index of an older coderag (_upgrade)
+            self.progress.update(phase=f"upgrade ({phase})", done=done, total=total)
 
     def _initial_index(self) -> None:
         """Bring the index up to date; on a first build, BM25 first so search works within seconds."""
@@ -202,6 +204,7 @@ class IndexService:
                 self.progress.update(phase="dense", done=0, total=len(pending))
                 self._densify(pending)  # small batches, so searches interleave
             self.dense_ready = True
+            self._upgrade()
             self.progress.update(phase="warming")  # model, page cache, one search: then "idle"
             self._warm_up()
             self.progress.update(phase="idle")
@@ -211,6 +214,21 @@ class IndexService:
         except Exception:
             log.exception("background indexing failed")
             self.progress.update(phase="failed")
+
+    def _upgrade(self) -> None:
+        """What `coderag index` does once to an index written by an older coderag: store the token counts
+        of its files' lines, and rewrite its stored chunks in the current payload format (no
+        re-embedding). Without it, an owner started on such an index would serve slower searches until
+        someone ran `coderag index`. On a current index: two quick reads of the index's state."""
+        from coderag.pipelines.ingestion import fill_line_tokens, upgrade_store
+
+        idx = self.index
+        with self._ingest:
+            counted = fill_line_tokens(self.root, idx.state, self._progress)
+            rewritten = upgrade_store(self.root, self.settings, idx.state, self._progress, store=idx.vector_store)
+        if counted or rewritten:
+            log.info("upgraded the index of %s: line token counts of %d files stored, %d stored chunks rewritten",
+                     self.root, counted, rewritten)
 
     def _warm_up(self) -> None:
         """Load the query model and tokenizer, and the store's files into the page cache, now, so the

@@ -13,7 +13,7 @@ import stat as stat_mod
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from coderag.config import Settings, StoreMode, load_settings
 from coderag.errors import ConfigError
@@ -402,16 +402,20 @@ def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress]
     return done
 
 
-def upgrade_store(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None) -> int:
+def upgrade_store(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
+                  store: Any = None) -> int:
     """Bring an embedded store written before STORE_FORMAT to it (payloads only; see
-    EdgeVectorStore.upgrade_payloads). Once per index: later runs read the meta key and return."""
+    EdgeVectorStore.upgrade_payloads). Once per index: later runs read the meta key and return. `store`:
+    the process's open store (an owner holds the shard), else the shard is opened here."""
     if state.get_meta(STORE_FORMAT_KEY) == STORE_FORMAT:
         return 0
     done = 0
     if state.get_meta("fingerprint") is not None and settings.store.mode == StoreMode.Embedded:
         from coderag.pipelines.stores import open_vector_store
 
-        store = open_vector_store(settings, root)
+        own = store is None
+        if own:
+            store = open_vector_store(settings, root)
         try:
             done = store.upgrade_payloads(lambda n: progress and progress("upgrade", n, 0))
             if done >= OPTIMIZE_MIN_NEW_POINTS:
@@ -421,7 +425,8 @@ def upgrade_store(root: Path, settings: Settings, state: IndexState, progress: O
                     progress("optimize", 0, 0)
                 store.optimize()
         finally:
-            store.close()
+            if own:
+                store.close()
     state.set_meta(STORE_FORMAT_KEY, STORE_FORMAT)
     state.commit()
     return done

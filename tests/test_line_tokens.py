@@ -152,11 +152,24 @@ def test_search_uses_counts_only_of_the_content_indexed(tiny_repo: Path) -> None
         assert any(r.stale for r in res) and res.tokens == index.count_tokens(res.to_xml())
 
 
+def summary_files(root: Path) -> dict:
+    from coderag.paths import DB_NAME, index_dir
+    from coderag.store.state import IndexState
+
+    state = IndexState(index_dir(root) / DB_NAME, readonly=True)
+    try:
+        return state.files()
+    finally:
+        state.close()
+
+
+@pytest.mark.parametrize("by", ["coderag index", "owner"])
 @pytest.mark.parametrize("older", ["node_content", "slim without parent id"])
-def test_index_rewrites_points_of_the_older_format_once(tiny_repo: Path, older: str) -> None:
+def test_index_rewrites_points_of_the_older_format_once(tiny_repo: Path, older: str, by: str) -> None:
     """Points stored as LlamaIndex's `_node_content` (before slim nodes), or as slim nodes without the parent
-    id in the payload (before light nodes), are rewritten by `coderag index`, payloads only; searches
-    answer the same before and after, and the next run does not scan again."""
+    id in the payload (before light nodes), are rewritten by `coderag index`, or by an owner process when
+    it starts (with the line counts an older index lacks), payloads only; searches answer the same before
+    and after, and the next run does not scan again."""
     from llama_index.core.vector_stores.utils import node_to_metadata_dict
     from qdrant_edge import ScrollRequest, UpdateOperation
 
@@ -179,12 +192,26 @@ def test_index_rewrites_points_of_the_older_format_once(tiny_repo: Path, older: 
                 shard.update(UpdateOperation.delete_payload([r.id], [NODE_KEY]))
             shard.update(UpdateOperation.delete_payload([r.id], [PARENT_KEY]))
         index.state.conn.execute("DELETE FROM meta WHERE key = ?", (STORE_FORMAT_KEY,))
+        index.state.conn.execute("DELETE FROM line_tokens")
         index.state.commit()
         index.vector_store.clear_node_cache()
         assert [(r.file_path, r.start_line, r.end_line, r.text) for r in index.search("login retries")] == want
-    summary = index_repository(tiny_repo)
-    assert summary.upgraded == {"stored chunks rewritten in the current format": len(recs)}
+    if by == "owner":
+        from coderag.service import IndexService
+
+        svc = IndexService(tiny_repo, watch=False, background=False, serve=False).start()
+        try:
+            svc._initial_index()  # what start() runs on a thread of its own with background=True
+            assert svc.progress["phase"] == "idle"
+            assert not svc.index.state.without_line_tokens(ENCODING)
+        finally:
+            svc.stop()
+    else:
+        summary = index_repository(tiny_repo)
+        assert summary.upgraded == {"files' line token counts stored": len(summary_files(tiny_repo)),
+                                    "stored chunks rewritten in the current format": len(recs)}
     with CodeIndex.open(tiny_repo) as index:
+        assert index.state.get_meta(STORE_FORMAT_KEY) == STORE_FORMAT and not index.state.without_line_tokens(ENCODING)
         recs, _ = index.vector_store.client.scroll(ScrollRequest(limit=1000, with_payload=True))
         assert len(recs) > 5 and all(NODE_KEY in r.payload and "_node_content" not in r.payload for r in recs)
         parents = [(r.payload[PARENT_KEY], payload_to_node(r.payload).parent_node) for r in recs]
