@@ -102,6 +102,7 @@ class _Block:
     counts: Optional[Sequence[int]] = None  # its file's segment counts, when priced from them
     start: int = 0  # the snippet's first line in the file (with counts)
     esc: Optional[list[str]] = None  # the snippet's lines, escaped: on need
+    lines: Optional[list[str]] = None  # the snippet's lines, as they are: on need
     tokens: Optional[Sequence[int]] = None  # the block's tokens (tiktoken only): on need
     prefix: Optional[list[int]] = None  # tokens of the snippet's first k lines, k = 0..n: on need
     cut_frame: Optional[int] = None  # tokens of a cut block's frame (lines, truncation marker): on need
@@ -221,11 +222,12 @@ class PayloadCost:
         return total + (token_count(self._enc, "\n".join(rest) + "\n") if rest else 0)
 
     def _esc_range(self, block: _Block) -> Callable[[int, int], list[str]]:
-        """Escaped lines a..b (numbered as in the file) of a block priced from counts."""
-        lines = block.text.split("\n")
-
+        """Escaped lines a..b (numbered as in the file) of a block priced from counts; the block's text is
+        split once, on the first call (each step of the binary search for a cut asks again)."""
         def escaped(a: int, b: int) -> list[str]:
-            return [self._escape(x) for x in lines[a - block.start:b - block.start + 1]]
+            if block.lines is None:
+                block.lines = block.text.split("\n")
+            return [self._escape(x) for x in block.lines[a - block.start:b - block.start + 1]]
         return escaped
 
     def _escaped(self, block: _Block) -> list[str]:
