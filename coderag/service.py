@@ -219,7 +219,9 @@ class IndexService:
         """What `coderag index` does once to an index written by an older coderag: store the token counts
         of its files' lines, and rewrite its stored chunks in the current payload format (no
         re-embedding). Without it, an owner started on such an index would serve slower searches until
-        someone ran `coderag index`. On a current index: two quick reads of the index's state."""
+        someone ran `coderag index`. On a current index: two quick reads of the index's state. Searches
+        go on meanwhile, except while a rewrite of 5,000 points or more ends with the HNSW rebuild, which
+        holds the GIL (once per index)."""
         from coderag.pipelines.ingestion import fill_line_tokens, upgrade_store
 
         idx = self.index
