@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -18,6 +19,26 @@ from coderag.store.state import STATUS_INDEXED, FileRecord, IndexState
 
 LINE_COUNTS_CACHE = 20_000  # files whose line token counts a process keeps (~1 KB each on the 100k-chunk bench)
 GC_YOUNG_THRESHOLD = 50_000  # net allocations between young collections in a warmed-up (resident) process
+_gc_lock = threading.Lock()
+_gc_users: "weakref.WeakSet[CodeIndex]" = weakref.WeakSet()  # warmed-up indexes not closed yet
+_gc_saved: list = []  # the process's thresholds, saved by the first of them
+
+
+def _tune_gc(index: "CodeIndex", on: bool) -> None:
+    """Search-friendly GC thresholds while at least one warmed-up index is open (see warm_up); the
+    process's own thresholds come back when the last of them closes, in whatever order they close."""
+    import gc
+
+    with _gc_lock:
+        if on and index not in _gc_users:
+            if not _gc_users:
+                _gc_saved[:] = [gc.get_threshold()]
+            _gc_users.add(index)
+            gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 10)
+        elif not on and index in _gc_users:
+            _gc_users.discard(index)
+            if not _gc_users and _gc_saved:
+                gc.set_threshold(*_gc_saved.pop())
 
 
 class CodeIndex:
@@ -47,7 +68,6 @@ class CodeIndex:
         self._line_lock = threading.Lock()
         self._tokenizer = None
         self._paths: Optional[list[str]] = None
-        self._gc_threshold: Optional[tuple] = None  # the process's GC thresholds before warm_up changed them
         # One ingestion at a time; searches never wait for it (the stores are safe to read meanwhile).
         self.ingest_lock = threading.RLock()
 
@@ -79,11 +99,7 @@ class CodeIndex:
         return index
 
     def close(self) -> None:
-        if self._gc_threshold is not None:
-            import gc
-
-            gc.set_threshold(*self._gc_threshold)
-            self._gc_threshold = None
+        _tune_gc(self, False)
         stop = getattr(self._embed_model, "stop_process", None)
         if stop is not None:
             stop()
@@ -350,9 +366,7 @@ class CodeIndex:
 
         gc.collect()
         gc.freeze()
-        if self._gc_threshold is None:
-            self._gc_threshold = gc.get_threshold()  # put back by close()
-        gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 10)
+        _tune_gc(self, True)  # put back by close()
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` for LlamaIndex's global tokenizer (tiktoken cl100k from the cache llama-index ships)."""

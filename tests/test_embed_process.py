@@ -129,6 +129,29 @@ def test_resident_index_answers_the_same_with_the_helper(tmp_path) -> None:
     assert gc.get_threshold() == before  # and puts the collector's thresholds back
 
 
+@pytest.mark.parametrize("order", ["first opened closes first", "last opened closes first"])
+def test_gc_thresholds_come_back_when_the_last_warm_index_closes(tmp_path, order) -> None:
+    import gc
+
+    from coderag.pipelines.code_index import GC_YOUNG_THRESHOLD, CodeIndex
+
+    one, two = _indexed(tmp_path / "one"), _indexed(tmp_path / "two")
+    settings = Settings()
+    settings.retrieval.embed_process = False
+    before = gc.get_threshold()
+    a, b = CodeIndex.open(one, settings=settings), CodeIndex.open(two, settings=settings)
+    first, second = (a, b) if order.startswith("first") else (b, a)
+    try:
+        a.warm_up()
+        b.warm_up()
+        a.warm_up()  # twice: still one user
+        first.close()
+        assert gc.get_threshold()[0] == GC_YOUNG_THRESHOLD  # the other one still searches
+    finally:
+        second.close()
+    assert gc.get_threshold() == before
+
+
 def test_resident_index_without_the_helper_when_configured_off(tmp_path) -> None:
     from coderag.pipelines.code_index import CodeIndex
 
