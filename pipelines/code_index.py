@@ -349,6 +349,7 @@ class CodeIndex:
             token_widths(enc)
             self._cache_line_tokens({(path, sha, enc.name): array("I", blob) for path, sha, blob
                                      in self.state.current_line_tokens(enc.name, LINE_COUNTS_CACHE)})
+        self.state.files_of(())  # reads the manifest into memory (IndexState keeps it for its one writer)
         warm = getattr(self.vector_store, "warm_page_cache", None)
         if warm is not None:
             warm()
