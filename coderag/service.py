@@ -222,15 +222,13 @@ class IndexService:
         someone ran `coderag index`. On a current index: two quick reads of the index's state. Searches
         go on meanwhile, except while a rewrite of 5,000 points or more ends with the HNSW rebuild, which
         holds the GIL (once per index)."""
-        from coderag.pipelines.ingestion import fill_line_tokens, upgrade_store
+        from coderag.pipelines.ingestion import upgrade_index
 
         idx = self.index
         with self._ingest:
-            counted = fill_line_tokens(self.root, idx.state, self._progress)
-            rewritten = upgrade_store(self.root, self.settings, idx.state, self._progress, store=idx.vector_store)
-        if counted or rewritten:
-            log.info("upgraded the index of %s: line token counts of %d files stored, %d stored chunks rewritten",
-                     self.root, counted, rewritten)
+            done = upgrade_index(self.root, self.settings, idx.state, self._progress, store=idx.vector_store)
+        if done:
+            log.info("upgraded the index of %s: %s", self.root, ", ".join(f"{k}: {v}" for k, v in done.items()))
 
     def _warm_up(self) -> None:
         """Load the query model and tokenizer, and the store's files into the page cache, now, so the

@@ -244,7 +244,7 @@ def build(root: Path, fake_dense: bool) -> None:
     from coderag.config import Settings
     from coderag.lock import WriterLock
     from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
-    from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, upgrade_store, sync
+    from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, sync, upgrade_index
     from coderag.store.state import IndexState
 
     t0 = time.perf_counter()
@@ -268,9 +268,9 @@ def build(root: Path, fake_dense: bool) -> None:
             s = run.summary
             s.files_seen, s.unchanged = len(changes.entries), changes.unchanged
             sync(run, changes, fingerprint(settings), progress)
-            upgraded = upgrade_store(root, settings, state, progress)  # an index of an older coderag, in place
-            if upgraded:
-                print(f"  upgraded {upgraded} stored chunks to the current payload format", file=sys.stderr)
+            upgraded = upgrade_index(root, settings, state, progress)  # an index of an older coderag, in place
+            for what, n in upgraded.items():
+                print(f"  upgraded: {what}: {n}", file=sys.stderr)
         finally:
             state.close()
     (idx / MARKER).write_text(json.dumps(marker) + "\n")
@@ -448,8 +448,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"# {msg}", file=sys.stderr, flush=True)
 
     if args.index_root:
+        from coderag.nodes.ignore import INDEX_DIR_NAME
+
         root, built = Path(args.index_root).expanduser().resolve(), None
-        if not (root / ".coderag").is_dir():
+        if not (root / INDEX_DIR_NAME).is_dir():
             raise SystemExit(f"No index at {root}: run `coderag index {root}` first.")
     else:
         root = fetch_corpus(log)

@@ -329,8 +329,8 @@ class CodeIndex:
         token-width table, the store's files in the OS page cache, and one search's imports; and start the
         query-embedding helper process (`retrieval.embed_process`; `close()` stops it). For resident
         processes (the owner service, notebooks); a one-shot CLI search does not call it. It also tunes
-        the process's cyclic garbage collector for searches (see the end of this method; `close()` puts
-        the thresholds back).
+        the process's cyclic garbage collector for searches (see the end of this method); the process's
+        own thresholds come back when the last warmed-up index is closed.
 
         Examples:
             >>> index = CodeIndex.open("."); index.warm_up()                     # doctest: +SKIP

@@ -432,6 +432,17 @@ def upgrade_store(root: Path, settings: Settings, state: IndexState, progress: O
     return done
 
 
+def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
+                  store: Any = None) -> dict[str, int]:
+    """Everything an index written by an older coderag lacks, added once and without re-embedding: the
+    token counts of its files' lines, then the current payload format. `store`: the process's open store
+    (see upgrade_store). Returns what was done, by description, leaving out what was not needed."""
+    counted = fill_line_tokens(root, state, progress)
+    rewritten = upgrade_store(root, settings, state, progress, store=store)
+    return {k: v for k, v in (("files' line token counts stored", counted),
+                              ("stored chunks rewritten in the current format", rewritten)) if v}
+
+
 def changes_for_paths(root: Path, state: IndexState, paths: list[str]) -> ChangeSet:
     """A ChangeSet for a few known paths (a watcher event, a stale search hit), without walking the tree."""
     matcher = IgnoreMatcher(root)
@@ -490,10 +501,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
             s.skipped = dict(changes.skips.counts)
             s.skip_items = list(changes.skips.items)
             sync(run, changes, fp, progress)
-            counted = fill_line_tokens(root, state, progress)
-            rewritten = upgrade_store(root, settings, state, progress)
-            s.upgraded = {k: v for k, v in (("files' line token counts stored", counted),
-                                            ("stored chunks rewritten in the current format", rewritten)) if v}
+            s.upgraded = upgrade_index(root, settings, state, progress)
             s.seconds = time.perf_counter() - t0
             return s
         finally:
