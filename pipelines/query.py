@@ -205,7 +205,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     """Answer one request from an open CodeIndex. `freshness` overrides the index-freshness note."""
     from llama_index.core.schema import QueryBundle
 
-    from coderag.pipelines.retrievers import retrieve_nodes
+    from coderag.pipelines.retrievers import postprocess, retrieve_nodes
     from coderag.postprocessors.lines import LineSource
     from coderag.postprocessors.merge_adjacent import MergeAdjacentPostprocessor
     from coderag.postprocessors.payload_cost import PayloadCost
@@ -258,13 +258,13 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     lines = LineSource(index.root)
     t2 = time.perf_counter()
     if opts.merge_adjacent:
-        nodes = MergeAdjacentPostprocessor(lines=lines, gap_lines=index.settings.retrieval.gap_lines,
-                                           unchanged_files=unchanged).postprocess_nodes(nodes)
+        nodes = postprocess(MergeAdjacentPostprocessor(lines=lines, gap_lines=index.settings.retrieval.gap_lines,
+                                                       unchanged_files=unchanged), nodes)
     else:
         # Each chunk alone, re-read like a merged block: the text shown is the file's lines now (a stale
         # file's chunk included), and chunks of deleted files are dropped.
         reread = MergeAdjacentPostprocessor(lines=lines, gap_lines=0, unchanged_files=unchanged)
-        nodes = [m for n in nodes for m in reread.postprocess_nodes([n])]
+        nodes = [m for n in nodes for m in postprocess(reread, [n])]
     timings["merge_adjacent_ms"] = (time.perf_counter() - t2) * 1000
 
     count = index.count_tokens
@@ -287,7 +287,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     packer = TokenBudgetPostprocessor(cost=coster.cost, prefix_cost=coster.prefix_cost, max_tokens=opts.max_tokens,
                                       frame_tokens=frame_tokens, cut_ratio=index.settings.retrieval.cut_ratio,
                                       min_block_tokens=coster.min_block_tokens())
-    packed = packer.postprocess_nodes(nodes)
+    packed = postprocess(packer, nodes)
     copies = index.other_locations_of(n.node.node_id for n in packed)
     results = [_to_result(n, stale, copies.get(n.node.node_id, [])) for n in packed]
     out = SearchResults(results, **meta, total_hits=total, tokens=opts.max_tokens, freshness=freshness,

@@ -458,3 +458,57 @@ def test_retrievers_skip_instrumentation_only_when_nothing_listens(index) -> Non
     assert instrumentation_idle(retriever)
     assert seen.count("RetrievalStartEvent") == 4 and seen.count("RetrievalEndEvent") == 4
     assert heard == quiet
+
+
+def test_spans_of_every_stage_reach_a_span_handler(index) -> None:
+    """While nothing listens, a search calls the bare `_retrieve` and `_postprocess_nodes` (no dispatcher
+    span); with a span handler on the root dispatcher, every stage's span reaches it again: the four
+    retrievers' `_retrieve` and the two postprocessors' `_postprocess_nodes`."""
+    from typing import Any, Optional
+
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+    from llama_index.core.instrumentation.span.simple import SimpleSpan
+
+    from coderag.pipelines.retrievers import instrumentation_idle
+    from coderag.postprocessors.token_budget import TokenBudgetPostprocessor
+
+    names: list = []
+
+    class SpanRecorder(BaseSpanHandler[SimpleSpan]):
+        @classmethod
+        def class_name(cls) -> str:
+            return "SpanRecorder"
+
+        def new_span(self, id_: str, bound_args: Any, instance: Optional[Any] = None,
+                     parent_span_id: Optional[str] = None, tags: Optional[dict] = None, **kwargs: Any):
+            names.append(id_.rsplit("-", 5)[0])
+            return SimpleSpan(id_=id_, parent_id=parent_span_id)
+
+        def prepare_to_exit_span(self, id_: str, bound_args: Any, instance: Optional[Any] = None,
+                                 result: Optional[Any] = None, **kwargs: Any):
+            return None
+
+        def prepare_to_drop_span(self, id_: str, bound_args: Any, instance: Optional[Any] = None,
+                                 err: Optional[BaseException] = None, **kwargs: Any):
+            return None
+
+    q = "how many seconds to wait before retrying"
+    packer = TokenBudgetPostprocessor(cost=lambda n, text, truncated: 1)
+    assert instrumentation_idle(packer)
+    quiet = [(r.id, r.score, r.text) for r in index.search(q)]
+    assert names == []
+    root = get_dispatcher()
+    root.add_span_handler(SpanRecorder())
+    try:
+        assert not instrumentation_idle(packer)
+        index.vector_store.clear_node_cache()
+        heard = [(r.id, r.score, r.text) for r in index.search(q)]
+    finally:
+        root.span_handlers = [h for h in root.span_handlers if not isinstance(h, SpanRecorder)]
+    assert instrumentation_idle(packer)
+    for stage in ("BoundedAutoMergingRetriever._retrieve", "WeightedRRFFusionRetriever._retrieve",
+                  "DenseRetriever._retrieve", "SparseRetriever._retrieve",
+                  "MergeAdjacentPostprocessor._postprocess_nodes", "TokenBudgetPostprocessor._postprocess_nodes"):
+        assert stage in names, (stage, names)
+    assert heard == quiet
