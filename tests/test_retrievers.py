@@ -348,6 +348,8 @@ def test_store_light_nodes_are_the_stored_nodes_less_prev_and_next(index) -> Non
             want.relationships.pop(rel, None)
         assert light.model_dump(mode="json") == want.model_dump(mode="json")
         assert light == want and light.model_fields_set == want.model_fields_set
+        for rel, info in want.relationships.items():
+            assert light.relationships[rel].model_fields_set == info.model_fields_set
         assert light.hash == node.hash and light.get_content("embed") == node.get_content("embed")
     # built from templates: no list or dict is shared between two nodes
     one, two = (light_node(str(r.id), r.payload) for r in recs[:2])
@@ -355,6 +357,10 @@ def test_store_light_nodes_are_the_stored_nodes_less_prev_and_next(index) -> Non
     one.metadata["x"] = 1
     assert "x" not in two.excluded_embed_metadata_keys and "x" not in two.metadata
     assert one.relationships is not two.relationships
+    from coderag.store import edge_vector_store as ev
+
+    one.relationships[NodeRelationship.SOURCE].node_id = "changed"
+    assert ev._SOURCE.node_id == "" and ev._LIGHT.id_ == "" and ev._LIGHT.metadata == {}
     emb = index.embed_model.get_query_embedding("round the sales tax to whole cents")
     for q in (VectorStoreQuery(query_embedding=emb, similarity_top_k=10),
               VectorStoreQuery(query_str="tax cents round", mode=VectorStoreQueryMode.SPARSE, similarity_top_k=10)):
