@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_FILES, write_files
-from coderag.config import Settings
 from coderag.errors import IndexLockedError
 from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
 from coderag.store.state import IndexState
