@@ -81,6 +81,7 @@ _HEAD_LINES: dict[tuple[str, str], int] = {}
 _HEAD_LINES_SIZE = 100_000
 # Prices of blocks priced from line counts: (encoding, header, start, end) -> (counts object, tokens).
 _COUNTED: "OrderedDict[tuple, tuple[Any, int]]" = OrderedDict()
+_BLANK_LEADS: dict[tuple[str, int], int] = {}  # (encoding, k) -> tokens k empty lines add after `<snippet>`
 _MIN_BLOCK: dict[tuple, int] = {}  # (format, encoding) -> tokens of an empty result
 _REPEATING = ("    <source_file>", "    <language>", "    <last_modified>", "    <snippet>", "    <stale>")
 
@@ -184,13 +185,16 @@ class PayloadCost:
         if hit is not None and hit[0] is counts:
             block.total = hit[1]
             return block
-        first = text.split("\n", 1)[0]
-        if text.count("\n") != end - start or not starts_segment(self._escape(first)):
+        blank = len(text) - len(text.lstrip("\n"))  # leading empty lines (a window or a doc section)
+        first = text[blank:].split("\n", 1)[0]
+        if text.count("\n") != end - start or start + blank > end or not starts_segment(self._escape(first)):
             return None
-        snippet = snippet_tokens(counts, start, end, self._esc_range(block), self._enc)
+        snippet = snippet_tokens(counts, start + blank, end, self._esc_range(block), self._enc)
         head_tokens = self._lines_tokens(head)
         if snippet is None or head_tokens is None:
             return None
+        if blank:
+            head_tokens += self._blank_lead(blank)
         footer = self._footers.get(tail)
         if footer is None:
             footer = self._footers[tail] = token_count(self._enc, tail[1:])
@@ -200,6 +204,17 @@ class PayloadCost:
             while len(_COUNTED) > _BLOCK_CACHE_SIZE:
                 _COUNTED.popitem(last=False)
         return block
+
+    def _blank_lead(self, k: int) -> int:
+        """What `k` empty lines at the start of a snippet add to its header's count. The header ends with
+        `<snippet>` and a newline, and the pre-tokenizer's punctuation piece `>` takes every newline that
+        follows it (`[\\r\\n]*`): `>` plus k + 1 newlines replaces the `>` plus one newline counted with the
+        header, and the first visible line after them starts a piece as it does in the file."""
+        key = (self._enc.name, k)
+        n = _BLANK_LEADS.get(key)
+        if n is None:
+            n = _BLANK_LEADS[key] = token_count(self._enc, ">" + "\n" * (k + 1)) - token_count(self._enc, ">\n")
+        return n
 
     def _lines_tokens(self, lines: list[str]) -> Optional[int]:
         """Tokens of these header lines, each followed by a newline (each starts a segment). Lines that
