@@ -72,13 +72,13 @@ class MergeAdjacentPostprocessor(BaseNodePostprocessor):
         if len(run) == 1 and path in self._unchanged:
             return best  # the indexer's text of a file that has not changed is exactly its lines
         if self._lines is not None:
-            lines = self._lines.lines(path)
-            if lines is None:
+            got = self._lines.span(path, start, end)
+            if got is None:
                 return None  # the file is gone: never answer from a deleted file
-            end = min(end, len(lines))
+            text, n = got
+            end = min(end, n)
             if end < start:
                 return None
-            text = "\n".join(lines[start - 1:end])
         elif len(run) == 1:
             text = best.node.get_content()
         else:

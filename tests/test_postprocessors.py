@@ -327,6 +327,25 @@ def test_lines_match_the_indexer_split(tmp_path: Path) -> None:
     assert src.text("crlf.py", 1, 3) is None and src.text("crlf.py", 0, 1) is None
 
 
+def test_line_spans_are_the_lines_joined(tmp_path: Path) -> None:
+    """`span` slices the cached text at line offsets; it gives what joining the split lines gives, for
+    every range of files with and without a final newline, blank runs, CRLF, BOM, non-ASCII, empty."""
+    files = {"crlf.py": b"a = 1\r\nb = 2\r\n", "bom.py": b"\xef\xbb\xbfx = 1\ny = 2", "blank_end.py": b"x\n\n",
+             "empty.py": b"", "newlines.py": b"\n\n\n", "mixed.py": "é\n\n  ü = 1\r\n\tz\n\n\nend".encode()}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    src = LineSource(tmp_path)
+    for name in files:
+        lines = src.lines(name)
+        n = len(lines)
+        for start in range(1, n + 3):
+            for end in range(start, n + 3):
+                assert src.span(name, start, end) == ("\n".join(lines[start - 1:min(end, n)]), n), (name, start, end)
+    assert src.span("missing.py", 1, 2) is None
+    (tmp_path / "mixed.py").write_bytes(b"changed\n")  # a new size: read again, with new offsets
+    assert LineSource(tmp_path).span("mixed.py", 1, 9) == ("changed", 1)
+
+
 @pytest.mark.parametrize("fmt", ["xml", "text"])
 def test_payload_cost_score_digits_never_change_a_count(index, fmt) -> None:
     """Blocks are counted with a fixed score and the count reused across searches: this holds only if
