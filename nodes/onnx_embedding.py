@@ -51,6 +51,36 @@ def onnx_path(model_dir: Path) -> Path:
     return cache_root() / model_key(model_dir) / ONNX_FILE
 
 
+SOURCE_FILE = "source.json"  # in each export's folder: the model folder it was exported from
+
+
+def prune_exports(model_dir: Path) -> list[Path]:
+    """Remove exports that can never be used again (~110 MB each): those of a model folder that no longer
+    exists (a deleted virtual environment), and older exports of this one (its weights changed: a
+    reinstall). Only folders that say where they came from (`source.json`) are touched. Returns them."""
+    import shutil
+
+    keep, here = model_key(model_dir), str(model_dir.resolve())
+    removed = []
+    try:
+        entries = list(cache_root().iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        if entry.name == keep or not entry.is_dir():
+            continue
+        try:
+            source = json.loads((entry / SOURCE_FILE).read_text(encoding="utf-8"))["model_dir"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if source == here or not Path(source).is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    if removed:
+        log.info("removed %d unused ONNX export(s) from %s", len(removed), cache_root())
+    return removed
+
+
 def int8_path(model_dir: Path) -> Path:
     return cache_root() / model_key(model_dir) / INT8_FILE
 
@@ -130,6 +160,8 @@ def export_onnx(model_dir: Path) -> Optional[Path]:
                               output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=OPSET,
                               dynamo=False)
         os.replace(tmp, out)
+        (out.parent / SOURCE_FILE).write_text(json.dumps({"model_dir": str(model_dir.resolve())}), encoding="utf-8")
+        prune_exports(model_dir)
         return out
     except Exception as exc:  # the torch path stays available; this is only an accelerator
         log.warning("ONNX export of %s failed (%s); queries use torch", model_dir, exc)

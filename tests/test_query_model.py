@@ -87,3 +87,30 @@ def test_query_model_documents_are_embedded_at_full_precision(onnx_env, tmp_path
             stored = np.array(rec.vector["dense"])
             ref = np.array(torch_model.get_text_embedding(n.get_content(metadata_mode=MetadataMode.EMBED)))
             assert float(stored @ ref) / float(np.linalg.norm(stored) * np.linalg.norm(ref)) > 0.9999
+
+
+def test_exports_say_their_source_and_unusable_ones_are_pruned(onnx_env, tmp_path: Path, monkeypatch) -> None:
+    """An export records its model folder; a new export removes exports of folders that are gone and older
+    exports of the same folder, and leaves those of other live folders and folders without a record."""
+    import json
+
+    from coderag.nodes.onnx_embedding import SOURCE_FILE, model_key, onnx_path, prune_exports
+
+    model_dir, cache = onnx_env
+    made = json.loads((onnx_path(model_dir).parent / SOURCE_FILE).read_text())
+    assert made == {"model_dir": str(model_dir.resolve())}
+
+    monkeypatch.setenv("CODERAG_CACHE_DIR", str(tmp_path))
+    root = tmp_path / "onnx"
+    live = tmp_path / "other-venv-model"
+    live.mkdir()
+    entries = {"gone": str(tmp_path / "deleted-venv-model"), "older": str(model_dir.resolve()),
+               "other": str(live), "legacy": None, model_key(model_dir): str(model_dir.resolve())}
+    for name, source in entries.items():
+        (root / name).mkdir(parents=True)
+        (root / name / "model.onnx").write_bytes(b"x")
+        if source is not None:
+            (root / name / SOURCE_FILE).write_text(json.dumps({"model_dir": source}))
+    removed = prune_exports(model_dir)
+    assert sorted(p.name for p in removed) == ["gone", "older"]
+    assert sorted(p.name for p in root.iterdir()) == sorted(["other", "legacy", model_key(model_dir)])
