@@ -61,7 +61,7 @@ class ChunkingSettings(_Section):
 class RetrievalSettings(_Section):
     query_precision: Literal["fp32", "int8"] = Field(default="int8", description="Weights of the query embedder (ONNX): int8 takes about half the time of fp32 on one core, same recall on the eval.")
     embed_process: bool = Field(default=True, description="Resident processes (coderag mcp/serve, CodeIndex.warm_up) embed queries in a helper process, overlapped with the BM25 leg (~100 MB more memory).")
-    dense_top_k: int = Field(default=30, ge=1, le=1000, description="Candidates from the dense leg.")
+    dense_top_k: int = Field(default=25, ge=1, le=1000, description="Candidates from the dense leg.")
     sparse_top_k: int = Field(default=30, ge=1, le=1000, description="Candidates from the BM25 leg.")
     dense_weight: float = Field(default=1.25, ge=0.0, description="RRF weight of the dense leg.")
     sparse_weight: float = Field(default=1.0, ge=0.0, description="RRF weight of the BM25 leg.")
