@@ -435,8 +435,6 @@ def test_retrievers_skip_instrumentation_only_when_nothing_listens(index) -> Non
     from llama_index.core.instrumentation.event_handlers import BaseEventHandler
     from llama_index.core.instrumentation.events.retrieval import RetrievalEndEvent, RetrievalStartEvent
 
-    from coderag.pipelines.retrievers import instrumentation_idle
-
     seen: list = []
 
     class Recorder(BaseEventHandler):
@@ -448,22 +446,32 @@ def test_retrievers_skip_instrumentation_only_when_nothing_listens(index) -> Non
             if isinstance(event, (RetrievalStartEvent, RetrievalEndEvent)):
                 seen.append(type(event).__name__)
 
-    q = "how many seconds to wait before retrying"
-    retriever = build_retriever(index, SearchOptions(query=q), {})
-    assert instrumentation_idle(retriever)
-    quiet = [(r.id, r.score, r.text) for r in index.search(q)]
-    assert seen == []
-    root = get_dispatcher()
-    root.add_event_handler(Recorder())
-    try:
-        assert not instrumentation_idle(retriever)
-        index.vector_store.clear_node_cache()
-        heard = [(r.id, r.score, r.text) for r in index.search(q)]
-    finally:
-        root.event_handlers = [h for h in root.event_handlers if not isinstance(h, Recorder)]
-    assert instrumentation_idle(retriever)
+    retriever = build_retriever(index, SearchOptions(query=QUIET_QUERY), {})
+    quiet, heard = _quiet_then_heard(index, retriever, get_dispatcher().event_handlers, Recorder(), seen)
     assert seen.count("RetrievalStartEvent") == 4 and seen.count("RetrievalEndEvent") == 4
     assert heard == quiet
+
+
+QUIET_QUERY = "how many seconds to wait before retrying"
+
+
+def _quiet_then_heard(index, component, handlers: list, handler, recorded: list) -> tuple[list, list]:
+    """A search while nothing listens (`recorded` stays empty, `component` is idle), then one with `handler`
+    in `handlers` (a list of the root dispatcher's), during which the component is not idle."""
+    from coderag.pipelines.retrievers import instrumentation_idle
+
+    assert instrumentation_idle(component)
+    quiet = [(r.id, r.score, r.text) for r in index.search(QUIET_QUERY)]
+    assert recorded == []
+    handlers.append(handler)
+    try:
+        assert not instrumentation_idle(component)
+        index.vector_store.clear_node_cache()
+        heard = [(r.id, r.score, r.text) for r in index.search(QUIET_QUERY)]
+    finally:
+        handlers.remove(handler)
+    assert instrumentation_idle(component)
+    return quiet, heard
 
 
 def test_spans_of_every_stage_reach_a_span_handler(index) -> None:
@@ -476,7 +484,6 @@ def test_spans_of_every_stage_reach_a_span_handler(index) -> None:
     from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
     from llama_index.core.instrumentation.span.simple import SimpleSpan
 
-    from coderag.pipelines.retrievers import instrumentation_idle
     from coderag.postprocessors.token_budget import TokenBudgetPostprocessor
 
     names: list = []
@@ -499,20 +506,8 @@ def test_spans_of_every_stage_reach_a_span_handler(index) -> None:
                                  err: Optional[BaseException] = None, **kwargs: Any):
             return None
 
-    q = "how many seconds to wait before retrying"
     packer = TokenBudgetPostprocessor(cost=lambda n, text, truncated: 1)
-    assert instrumentation_idle(packer)
-    quiet = [(r.id, r.score, r.text) for r in index.search(q)]
-    assert names == []
-    root = get_dispatcher()
-    root.add_span_handler(SpanRecorder())
-    try:
-        assert not instrumentation_idle(packer)
-        index.vector_store.clear_node_cache()
-        heard = [(r.id, r.score, r.text) for r in index.search(q)]
-    finally:
-        root.span_handlers = [h for h in root.span_handlers if not isinstance(h, SpanRecorder)]
-    assert instrumentation_idle(packer)
+    quiet, heard = _quiet_then_heard(index, packer, get_dispatcher().span_handlers, SpanRecorder(), names)
     for stage in ("BoundedAutoMergingRetriever._retrieve", "WeightedRRFFusionRetriever._retrieve",
                   "DenseRetriever._retrieve", "SparseRetriever._retrieve",
                   "MergeAdjacentPostprocessor._postprocess_nodes", "TokenBudgetPostprocessor._postprocess_nodes"):
