@@ -240,14 +240,18 @@ class PayloadCost:
         """Escaped lines a..b (numbered as in the file) of a block priced from counts; the block's text is
         split once, on the first call (each step of the binary search for a cut asks again)."""
         def escaped(a: int, b: int) -> list[str]:
-            if block.lines is None:
-                block.lines = block.text.split("\n")
-            return [self._escape(x) for x in block.lines[a - block.start:b - block.start + 1]]
+            return [self._escape(x) for x in self._lines(block)[a - block.start:b - block.start + 1]]
         return escaped
+
+    @staticmethod
+    def _lines(block: _Block) -> list[str]:
+        if block.lines is None:
+            block.lines = block.text.split("\n")
+        return block.lines
 
     def _escaped(self, block: _Block) -> list[str]:
         if block.esc is None:
-            block.esc = [self._escape(line) for line in block.text.split("\n")]
+            block.esc = [self._escape(line) for line in self._lines(block)]
         return block.esc
 
     def _prefixes(self, block: _Block) -> list[int]:
