@@ -70,7 +70,8 @@ class LineSource:
                 entry = hit
         if entry is None:
             try:
-                data = (self.root / rel_path).read_bytes()
+                with open(path, "rb") as f:
+                    data = f.read()
                 if data.startswith(b"\xef\xbb\xbf"):
                     data = data[3:]
                 entry = [st.st_size, st.st_mtime_ns, data.decode("utf-8").replace("\r\n", "\n"), None]
