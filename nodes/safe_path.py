@@ -15,9 +15,10 @@
         socket or device can replace a file between check and open) and where it was opened checked again
         from the descriptor. Read it with `.read()`; `os.fstat(f.fileno())` is the stat of what is read.
 
-    open_regular(path, root=None) -> (BinaryIO | None, reason)
+    open_regular(path, root=None) -> (BinaryIO | None, reason, detail)
         The open alone, for a path already checked (a file found by the walk): never blocks, refuses what is
-        not a regular file, and with `root`, what lies outside it or in its index folder.
+        not a regular file, and with `root`, what lies outside it or in its index folder. `detail` is the
+        system's message when the reason is "unreadable" (a permission error), else "".
 
     is_decodable(name) -> bool
         False for a name os.scandir decoded with surrogate escapes (bytes that are not UTF-8): such a name
@@ -147,7 +148,21 @@ class RepoFiles:
         real, _, reason = self.check(rel_path)
         if real is None:
             return None, reason
-        return _open(real, self.real_root)
+        return self.open_checked(real)
+
+    def open_checked(self, real: str) -> tuple[Optional[BinaryIO], str]:
+        """A path `check` returned, opened (see open_readable), or (None, reason)."""
+        fh, reason, _ = _open(real, self.real_root)
+        return fh, reason
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for a skip's detail."""
+    for test, name in ((stat_mod.S_ISFIFO, "a FIFO"), (stat_mod.S_ISSOCK, "a socket"), (stat_mod.S_ISCHR, "a device"),
+                       (stat_mod.S_ISBLK, "a device"), (stat_mod.S_ISDIR, "a folder"), (stat_mod.S_ISLNK, "a symlink")):
+        if test(mode):
+            return name
+    return "not a file"
 
 
 def _opened_where(fd: int, path: str, st: os.stat_result) -> Optional[str]:
@@ -165,26 +180,28 @@ def _opened_where(fd: int, path: str, st: os.stat_result) -> Optional[str]:
     return real if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) else None
 
 
-def _open(path: str, real_root: Optional[str]) -> tuple[Optional[BinaryIO], str]:
+def _open(path: str, real_root: Optional[str]) -> tuple[Optional[BinaryIO], str, str]:
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
-        return None, MISSING
+        return None, MISSING, ""
     except OSError as exc:
-        return None, NOT_REGULAR if exc.errno == errno.ELOOP else UNREADABLE  # ELOOP: it became a link
+        if exc.errno == errno.ELOOP:  # the last part became a link after it was checked or walked
+            return None, NOT_REGULAR, "a symlink"
+        return None, UNREADABLE, exc.strerror or str(exc)
     try:
         st = os.fstat(fd)
         if not stat_mod.S_ISREG(st.st_mode):
             os.close(fd)
-            return None, NOT_REGULAR
+            return None, NOT_REGULAR, file_kind(st.st_mode)
         if real_root is not None:
             where = _opened_where(fd, path, st)
             reason = OUTSIDE if where is None else _inside(where, real_root)
             if reason:
                 os.close(fd)
-                return None, reason
+                return None, reason, ""
         os.set_blocking(fd, True)  # a regular file never blocks; plain reads from here on
-        return os.fdopen(fd, "rb"), ""
+        return os.fdopen(fd, "rb"), "", ""
     except BaseException:
         try:
             os.close(fd)
@@ -206,6 +223,8 @@ def open_readable(root: str | os.PathLike, rel_path: str, matcher: Optional[Igno
     return RepoFiles(root, matcher, check_ignored).open(rel_path)
 
 
-def open_regular(path: str | os.PathLike, root: str | os.PathLike | None = None) -> tuple[Optional[BinaryIO], str]:
-    """`path` opened without blocking if it is a regular file (inside `root`, when given), or (None, reason)."""
+def open_regular(path: str | os.PathLike,
+                 root: str | os.PathLike | None = None) -> tuple[Optional[BinaryIO], str, str]:
+    """`path` opened without blocking if it is a regular file (inside `root`, when given), else (None, reason,
+    detail). See the module docstring."""
     return _open(os.fspath(path), os.path.realpath(root) if root is not None else None)

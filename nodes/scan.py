@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from coderag.nodes.ignore import IgnoreMatcher
+from coderag.nodes.safe_path import MISSING, UNDECODABLE, UNREADABLE, escaped_name, file_kind, is_decodable, open_regular
 
 DEFAULT_HARD_MAX_BYTES = 8 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192
@@ -45,7 +46,9 @@ class SkipLog:
 def walk(root: str | os.PathLike, matcher: IgnoreMatcher, skips: SkipLog) -> list[FileEntry]:
     """All non-ignored regular files under root, sorted by path. Ignored directories are pruned, never read.
 
-    Symlinks are not followed (no loops, nothing outside the root); each is counted as a skip.
+    Symlinks are not followed (no loops, nothing outside the root); each is counted as a skip. So are FIFOs,
+    sockets and devices ("not a regular file") and names that are not UTF-8 ("undecodable name", the path
+    shown with \\xNN escapes): such a name can be neither stored nor printed, and must not stop the run.
     """
     root = Path(root)
     out: list[FileEntry] = []
@@ -64,6 +67,9 @@ def walk(root: str | os.PathLike, matcher: IgnoreMatcher, skips: SkipLog) -> lis
         subdirs = []
         for entry in entries:
             rel = f"{dir_rel}/{entry.name}" if dir_rel else entry.name
+            if not is_decodable(entry.name):
+                skips.add(escaped_name(rel), UNDECODABLE, repr(os.fsencode(rel)))
+                continue
             try:
                 if entry.is_symlink():
                     if not matcher.is_ignored(rel, is_dir=False):
@@ -82,7 +88,10 @@ def walk(root: str | os.PathLike, matcher: IgnoreMatcher, skips: SkipLog) -> lis
             except OSError as exc:
                 skips.add(rel, "unreadable", str(exc))
                 continue
-            if not stat_mod.S_ISREG(st.st_mode) or matcher.is_ignored(rel, is_dir=False):
+            if matcher.is_ignored(rel, is_dir=False):
+                continue
+            if not stat_mod.S_ISREG(st.st_mode):
+                skips.add(rel, "not a regular file", file_kind(st.st_mode))
                 continue
             out.append(FileEntry(rel, entry.path, st.st_size, st.st_mtime_ns))
         stack.extend(reversed(subdirs))
@@ -107,13 +116,23 @@ def iso_mtime(mtime_ns: int) -> str:
     return datetime.fromtimestamp(mtime_ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
 
 
-def hash_file(path: str) -> str | None:
-    """sha256 of a file's bytes, or None if it cannot be read."""
+def hash_file(path: str, root: str | None = None) -> str | None:
+    """sha256 of a file's bytes, or None if it cannot be read, is not a regular file (a FIFO must not block
+    a freshness check) or, with `root`, lies outside it."""
+    fh, _, _ = open_regular(path, root)
+    if fh is None:
+        return None
     try:
-        with open(path, "rb") as fh:
+        with fh:
             return hashlib.file_digest(fh, "sha256").hexdigest()
     except OSError:
         return None
+
+
+def _root_of(entry: FileEntry) -> str | None:
+    """The root `entry.abs_path` was joined from (every FileEntry is `root/rel_path`), or None if it is not."""
+    tail = os.sep + entry.rel_path.replace("/", os.sep)
+    return entry.abs_path[:-len(tail)] if entry.abs_path.endswith(tail) else None
 
 
 def read_text_file(entry: FileEntry, skips: SkipLog, hard_max_bytes: int = DEFAULT_HARD_MAX_BYTES) -> FileText | None:
@@ -121,14 +140,19 @@ def read_text_file(entry: FileEntry, skips: SkipLog, hard_max_bytes: int = DEFAU
     if entry.size > hard_max_bytes:
         skips.add(entry.rel_path, "too-large", f"{entry.size} bytes > {hard_max_bytes}")
         return None
-    try:
-        with open(entry.abs_path, "rb") as fh:
-            data = fh.read(hard_max_bytes + 1)
-    except FileNotFoundError:
-        skips.add(entry.rel_path, "vanished")
+    # Never blocks: what the walk saw as a file may be a FIFO, socket or device by now, or a link out.
+    fh, reason, detail = open_regular(entry.abs_path, _root_of(entry))
+    if fh is None:
+        if reason == MISSING:
+            skips.add(entry.rel_path, "vanished")
+        else:
+            skips.add(entry.rel_path, reason, detail)
         return None
+    try:
+        with fh:
+            data = fh.read(hard_max_bytes + 1)
     except OSError as exc:
-        skips.add(entry.rel_path, "unreadable", str(exc))
+        skips.add(entry.rel_path, UNREADABLE, str(exc))
         return None
     if len(data) > hard_max_bytes:
         skips.add(entry.rel_path, "too-large", f"grew past {hard_max_bytes} bytes while reading")

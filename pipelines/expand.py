@@ -6,6 +6,7 @@ import re
 from typing import Optional
 
 from coderag.nodes.keys import END_LINE_KEY, START_LINE_KEY, SYMBOL_KEY
+from coderag.nodes.safe_path import MISSING, readable_path
 from coderag.postprocessors.lines import LineSource
 from coderag.postprocessors.payload import SearchResult, SearchResults
 
@@ -18,9 +19,42 @@ def parse_ref(result_id: str, ref: Optional[dict]) -> dict:
         return ref
     m = _REF.match(result_id.strip())
     if not m:
-        raise ValueError(f"Unknown result id {result_id!r}. Pass an id from a search_code result of this "
+        raise ValueError(f"Unknown result id {_shown(result_id)}. Pass an id from a search_code result of this "
                          "session, or a location as 'path/to/file.py:START-END'.")
     return {"file_path": m["path"], "start_line": int(m["start"]), "end_line": int(m["end"])}
+
+
+def _not_ours(result_id: str, reason: str) -> str:
+    return (f"{_shown(result_id)} is not a file of this repository ({reason}). Pass an id from a search_code "
+            "result of this session, or 'path/from/the/repo/root.py:START-END' for a file in the index.")
+
+
+def _clip(text: str) -> str:
+    """`text` for an error message: cut short, lone surrogates escaped (they cannot be sent)."""
+    text = text if len(text) <= 200 else text[:200] + "..."
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _shown(result_id: str) -> str:
+    return repr(_clip(result_id))
+
+
+def check_path(index, result_id: str, path: str) -> None:
+    """Raise ValueError unless `path` is an indexed file that may be read (nodes/safe_path.py): an id can
+    be written by anyone, so it never reaches a file outside the root, in .coderag/, ignored, or that is not
+    a regular file, nor one the index skipped (a secret or data file the indexer left out stays unread)."""
+    from coderag.store.state import SEARCHABLE, STATUS_DIRTY
+
+    real, reason = readable_path(index.root, path)
+    if real is None:
+        if reason == MISSING:
+            raise ValueError(f"{_clip(path)} no longer exists (or is not readable): search again.")
+        raise ValueError(_not_ours(result_id, reason))
+    rec = index.state.file(path)
+    if rec is None:
+        raise ValueError(f"{path} is not in the index yet: search again, or run \"coderag index\" to add it.")
+    if rec.status not in SEARCHABLE and rec.status != STATUS_DIRTY:
+        raise ValueError(_not_ours(result_id, f"left out of the index: {rec.status}"))
 
 
 def _enclosing(index, path: str, start: int, end: int):
@@ -47,8 +81,12 @@ def expand_result(index, result_id: str, ref: Optional[dict], context_lines: int
         raise ValueError(f"context_lines must be between 0 and 500 (got {context_lines})")
     ref = parse_ref(result_id, ref)
     path, start, end = ref["file_path"], int(ref["start_line"]), int(ref["end_line"])
-    lines = LineSource(index.root).lines(path)
+    check_path(index, result_id, path)
+    source = LineSource(index.root)
+    lines = source.lines(path)
     if lines is None:
+        if source.refusal.get(path, MISSING) != MISSING:  # it changed into something else since the check
+            raise ValueError(_not_ours(result_id, source.refusal[path]))
         raise ValueError(f"{path} no longer exists (or is not readable): search again.")
     parent = _enclosing(index, path, start, end)
     if parent is not None and parent.metadata[END_LINE_KEY] <= len(lines):

@@ -10,6 +10,8 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Optional
 
+from coderag.nodes.safe_path import RepoFiles
+
 # Text of recently read files, keyed by path and checked against (size, mtime_ns) on every use: a resident
 # process re-reads a file only when it changed. Kept as one string per file, split per request: a cache of
 # line lists holds hundreds of thousands of small strings, and every full pass of the cyclic GC touches
@@ -44,23 +46,30 @@ def line_starts(text: str) -> array:
 
 
 class LineSource:
-    """Reads and caches `root/<rel>` split into lines exactly as the indexer splits them."""
+    """Reads and caches `root/<rel>` split into lines exactly as the indexer splits them.
+
+    Only files of the repository: a path that resolves outside the root or into its index folder, or that is
+    not a regular file, reads as gone (see nodes/safe_path.py; `refusal` says why). Ignore rules are not
+    checked here: paths come from the index, which applied them (expand_result checks them on a caller's id).
+    """
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self._files = RepoFiles(self.root, check_ignored=False)  # the root resolved once per request
         self._cache: dict[str, Optional[list[str]]] = {}
         self._entries: dict[str, Optional[list]] = {}  # rel path -> its _CACHE entry as of this request
+        self.refusal: dict[str, str] = {}  # rel path -> why it could not be read
 
     def _entry(self, rel_path: str) -> Optional[list]:
         """[size, mtime_ns, text, line starts or None] of the file as it is now (read once per request, and
         again only when it changed), or None if it is gone or unreadable."""
         if rel_path in self._entries:
             return self._entries[rel_path]
-        path = str(self.root / rel_path)
+        # One realpath and stat per file and request; the open below runs only when the file changed.
+        path, st, reason = self._files.check(rel_path)
         entry = None
-        try:
-            st = os.stat(path)
-        except OSError:
+        if path is None:
+            self.refusal[rel_path] = reason
             self._entries[rel_path] = None
             return None
         with _CACHE_LOCK:
@@ -69,13 +78,20 @@ class LineSource:
                 _CACHE.move_to_end(path)
                 entry = hit
         if entry is None:
+            f, reason = self._files.open_checked(path)  # never blocks, even if it became a FIFO since
+            if f is None:
+                self.refusal[rel_path] = reason
+                self._entries[rel_path] = None
+                return None
             try:
-                with open(path, "rb") as f:
+                with f:
+                    st = os.fstat(f.fileno())  # the stat of what is read, for the cache
                     data = f.read()
                 if data.startswith(b"\xef\xbb\xbf"):
                     data = data[3:]
                 entry = [st.st_size, st.st_mtime_ns, data.decode("utf-8").replace("\r\n", "\n"), None]
             except (OSError, UnicodeDecodeError):
+                self.refusal[rel_path] = "unreadable"
                 self._entries[rel_path] = None
                 return None
             with _CACHE_LOCK:
