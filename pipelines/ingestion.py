@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat as stat_mod
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -444,16 +443,23 @@ def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: O
 
 
 def changes_for_paths(root: Path, state: IndexState, paths: list[str]) -> ChangeSet:
-    """A ChangeSet for a few known paths (a watcher event, a stale search hit), without walking the tree."""
-    matcher = IgnoreMatcher(root)
-    candidates, removed, entries = [], [], []
+    """A ChangeSet for a few known paths (a watcher event, a stale search hit), without walking the tree.
+
+    A path that may not be read (nodes/safe_path.py: outside the root, in .coderag/, not a regular file,
+    ignored, an undecodable name) or that goes through a link (the walk follows none) counts as removed."""
+    from coderag.nodes.safe_path import IGNORED, MISSING, UNDECODABLE, RepoFiles, escaped_name
+
+    files = RepoFiles(root, IgnoreMatcher(root))
+    candidates, removed, entries, skips = [], [], [], SkipLog()
     for rel in sorted(set(paths)):
         abs_path = root / rel
-        try:
-            st = os.stat(abs_path, follow_symlinks=False)
-        except OSError:
-            st = None
-        if st is None or not stat_mod.S_ISREG(st.st_mode) or matcher.is_ignored_anywhere(rel):
+        real, st, reason = files.check(rel)
+        if real is None or real != os.path.join(files.real_root, rel):
+            if reason == UNDECODABLE:  # never stored, and never to be: it cannot be encoded
+                skips.add(escaped_name(rel), reason, repr(os.fsencode(rel)))
+                continue
+            if reason not in (MISSING, IGNORED):
+                skips.add(rel, reason or "symlink")
             if state.file(rel) is not None:
                 removed.append(rel)
             continue
@@ -462,7 +468,7 @@ def changes_for_paths(root: Path, state: IndexState, paths: list[str]) -> Change
         rec = state.file(rel)
         if rec is None or rec.size != e.size or rec.mtime_ns != e.mtime_ns or rec.status in RETRY_STATUSES:
             candidates.append(e)
-    return ChangeSet(entries, candidates, len(entries) - len(candidates), removed, SkipLog())
+    return ChangeSet(entries, candidates, len(entries) - len(candidates), removed, skips)
 
 
 def index_repository(root: str | Path, settings: Settings | None = None, rebuild: bool = False,
