@@ -58,6 +58,20 @@ class _Progress:
             click.echo("\r" + " " * 70 + "\r", nl=False, err=True)
 
 
+WAIT_HELP = ("Seconds to wait while another coderag process holds the index (an indexing run, a search, "
+             "an owner starting up); an owner that starts serving meanwhile is used at once.")
+DEFAULT_WAIT_S = 60.0  # coderag.client.DEFAULT_WAIT_S, without importing it for --help
+
+
+def _wait_option(fn):
+    return click.option("--wait", type=click.FloatRange(min=0), default=DEFAULT_WAIT_S, show_default=True,
+                        metavar="SECONDS", help=WAIT_HELP)(fn)
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
+
+
 def _run(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
@@ -86,33 +100,50 @@ def main() -> None:
 @click.option("--rebuild", is_flag=True, help="Drop the index and build it again from scratch.")
 @click.option("--verbose", "-v", is_flag=True, help="List every skipped file with its reason.")
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="Settings file (default: $CODERAG_CONFIG or PATH/qdrant.yaml).")
-@click.option("--wait", type=float, default=0.0, show_default=True, help="Seconds to wait for another indexer to finish.")
+@_wait_option
 def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: float) -> None:
     """Build or update the index of PATH (default: the current folder).
 
     Unchanged files cost a stat; changed files replace their chunks; deleted files leave nothing behind.
     """
     # Deferred: the ingestion module pulls LlamaIndex only when files changed.
+    from coderag.client import IndexClient, owner_client, owner_or_open
     from coderag.config import load_settings
+    from coderag.paths import private_umask
     from coderag.pipelines.ingestion import index_repository
 
     settings = _run(load_settings, path, config)
-    client = None if rebuild else _owner_client(path)
-    if client is not None:  # a running owner (coderag serve / mcp) holds the index: it does the work
-        from types import SimpleNamespace
+    progress = _Progress(sys.stderr.isatty())
 
-        try:
-            s = SimpleNamespace(**_run(client.call, "refresh"))
-        finally:
-            client.close()
-        s.chunks_per_s = s.chunks / s.seconds if s.seconds else 0.0
-        s.skip_items = [tuple(x) for x in s.skip_items]
-    else:
-        progress = _Progress(sys.stderr.isatty())
-        try:
-            s = _run(index_repository, path, settings, rebuild=rebuild, progress=progress, wait=wait)
-        finally:
-            progress.close()
+    def index_here(lock_wait: float = 0.0):
+        with private_umask():  # this command writes only the index's files: 0600 (restored when it returns)
+            return index_repository(path, settings, rebuild=rebuild, progress=progress, wait=lock_wait)
+
+    root = _root_for(path)
+    try:
+        if rebuild:  # a rebuild is never done by the owner: it deletes what the owner serves
+            client = owner_client(root)
+            if client is not None:
+                pid = client.call("ping")["pid"]
+                client.close()
+                raise click.ClickException(f"A coderag server (pid {pid}) owns the index of {root}: stop it "
+                                           f'(its "coderag serve" or "coderag mcp"), then run --rebuild again.')
+            s = _run(index_here, wait)
+        else:  # a running owner (coderag serve / mcp) does the work when there is one, even one starting up
+            target = _run(owner_or_open, root, index_here, wait, _say, what="index")
+            if isinstance(target, IndexClient):
+                from types import SimpleNamespace
+
+                try:
+                    s = SimpleNamespace(**_run(target.call, "refresh"))
+                finally:
+                    target.close()
+                s.chunks_per_s = s.chunks / s.seconds if s.seconds else 0.0
+                s.skip_items = [tuple(x) for x in s.skip_items]
+            else:
+                s = target
+    finally:
+        progress.close()
     skipped = sum(s.skipped.values())
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(s.skipped.items()))
     click.echo(f"Indexed {s.root} in {s.seconds:.2f} s")
@@ -141,13 +172,16 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
 @click.option("--format", "fmt", type=click.Choice(["text", "xml", "json"]), default=None,
               help="Default: text on a terminal, xml otherwise.")
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="Settings file.")
+@_wait_option
 def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str, ...], exact: bool,
-           max_tokens: int, top_k: int | None, retriever: str, fmt: str | None, config: Path | None) -> None:
+           max_tokens: int, top_k: int | None, retriever: str, fmt: str | None, config: Path | None,
+           wait: float) -> None:
     """Find the code that answers QUERY, with exact line ranges, within --max-tokens."""
     from pydantic import ValidationError
 
+    from coderag.client import IndexClient, owner_or_open
     from coderag.config import load_settings
-    from coderag.paths import find_root
+    from coderag.paths import find_root, private_umask
 
     found = find_root(root)
     if found is None:
@@ -155,25 +189,29 @@ def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str
     fmt = fmt or ("text" if sys.stdout.isatty() else "xml")
     params = dict(file_pattern=file_pattern, keywords=list(keywords), requires_exact_match=exact,
                   max_tokens=max_tokens, top_k=top_k, retriever=retriever, format=fmt)
-    client = _owner_client(found)
-    if client is not None:  # the warm owner answers: no model load in this process
+
+    def open_here():
+        # Deferred: LlamaIndex and the model load only when a search really runs here.
+        from coderag.pipelines.code_index import CodeIndex
+
+        return CodeIndex.open(found, settings=load_settings(found, config), create=False)
+
+    target = _run(owner_or_open, found, open_here, wait, _say, what="search")
+    if isinstance(target, IndexClient):  # the warm owner answers: no model load in this process
         from coderag.client import RemoteError
         from coderag.service import results_from_dict
 
         try:
-            res = results_from_dict(client.call("search", query=query, **params))
+            res = results_from_dict(target.call("search", query=query, **params))
         except RemoteError as exc:
             raise (click.UsageError if exc.type == "ValidationError" else click.ClickException)(str(exc)) from exc
         finally:
-            client.close()
+            target.close()
     else:
-        settings = _run(load_settings, found, config)
-        # Deferred: LlamaIndex and the model load only when a search really runs here.
-        from coderag.pipelines.code_index import CodeIndex
-
-        index = _run(CodeIndex.open, found, settings=settings, create=False)
+        index = target
         try:
-            res = _run(index.search, query, **params)
+            with private_umask():  # a search may re-index changed files: the index's files only
+                res = _run(index.search, query, **params)
         except ValidationError as exc:
             from coderag.config import render_errors
 
@@ -187,23 +225,6 @@ def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str
         click.echo(res.to_xml())
     else:
         _print_text(res)
-
-
-def _owner_client(path: Path):
-    """A client of the process that serves this index, or None when nobody does."""
-    from coderag.client import IndexClient, OwnerGone, owner_socket
-    from coderag.paths import find_root
-
-    root = find_root(path)
-    sock = owner_socket(root) if root else None
-    if not sock or not os.path.exists(sock):
-        return None
-    try:
-        client = IndexClient(root, sock)
-        client.call("ping")
-        return client
-    except (OwnerGone, OSError):
-        return None
 
 
 def _root_for(path: Path) -> Path:
@@ -223,7 +244,8 @@ def _resident_process() -> None:
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
               help="Repository (default: the current folder or its nearest indexed ancestor).")
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="Settings file.")
-def mcp(root: Path, config: Path | None) -> None:
+@_wait_option
+def mcp(root: Path, config: Path | None, wait: float) -> None:
     """Run the MCP server on stdio (Claude Code starts this; see `coderag init-claude`).
 
     The first coderag process on a repository owns its index and indexes it in the background; later
@@ -231,9 +253,12 @@ def mcp(root: Path, config: Path | None) -> None:
     """
     from coderag.config import load_settings
 
+    import coderag.client
+
     root = _root_for(root)
     settings = _run(load_settings, root, config)
     _resident_process()
+    coderag.client.DEFAULT_WAIT_S = wait  # the server's handle connects later, on its own thread
     from coderag.mcp_server import serve_stdio  # mcp SDK: imported only for this command
 
     serve_stdio(root, settings)
@@ -243,17 +268,25 @@ def mcp(root: Path, config: Path | None) -> None:
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
               help="Repository (default: the current folder or its nearest indexed ancestor).")
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="Settings file.")
-def serve(root: Path, config: Path | None) -> None:
+@_wait_option
+def serve(root: Path, config: Path | None, wait: float) -> None:
     """Own the index in the foreground: index what changed, watch the tree, answer other coderag processes."""
     import signal
 
+    from coderag.client import IndexClient, owner_or_open
     from coderag.config import load_settings
     from coderag.service import IndexService
 
     root = _root_for(root)
     settings = _run(load_settings, root, config)
     _resident_process()
-    service = _run(lambda: IndexService(root, settings).start())
+    service = _run(owner_or_open, root, lambda: IndexService(root, settings).start(), wait, _say,
+                   what="serve the index")
+    if isinstance(service, IndexClient):
+        pid = service.call("ping")["pid"]
+        service.close()
+        raise click.ClickException(f"{root} is already served by another coderag process (pid {pid}); "
+                                   "other commands use it. Stop it first to serve from here.")
     click.echo(f"serving {root} on {service.socket_path} (pid {os.getpid()}); Ctrl-C to stop", err=True)
     signal.signal(signal.SIGTERM, lambda *_: service._stop.set())
     try:
@@ -306,21 +339,25 @@ def _print_text(res) -> None:
 def status(path: Path) -> None:
     """Where the index of PATH is, what it holds, and how many files changed since (without indexing)."""
     import json
+    from collections import Counter
 
     from coderag.config import load_settings
-    from coderag.paths import DB_NAME, find_root, index_dir
+    from coderag.paths import DB_NAME, find_root, index_dir, tighten_index
     from coderag.pipelines.ingestion import detect_changes
-    from coderag.store.state import IndexState
+    from coderag.store.state import SEARCHABLE, IndexState
 
     root = find_root(path)
     if root is None:
         raise click.ClickException(f'No index at or above {path.resolve()}. Run "coderag index {path}" first.')
     idx = index_dir(root)
+    private = tighten_index(idx)  # an index written under a loose umask, or by an older coderag
     state = IndexState(idx / DB_NAME, readonly=True)
     try:
         counts = state.counts()
         settings = _run(load_settings, root)
         changes = detect_changes(root, state, settings)
+        manifest = state.files()
+        skipped = Counter(state.skip_counts()) + Counter(changes.skips.counts)  # read, and never opened
         fp = json.loads(state.get_meta("fingerprint") or "{}")
         last = state.get_meta("last_update") or "never"
     finally:
@@ -328,12 +365,17 @@ def status(path: Path) -> None:
     click.echo(f"root:        {root}")
     click.echo(f"index:       {idx} ({_human_bytes(_dir_size(idx))})")
     click.echo(f"files:       {counts['files']} indexed, {counts['skipped']} skipped")
+    click.echo("skipped:     " + (", ".join(f"{n} {r}" for r, n in sorted(
+        skipped.items(), key=lambda x: (x[0] != "secret", x[0] != "data", -x[1], x[0]))) or "none"))
     click.echo(f"chunks:      {counts['leaves']} leaves, {counts['nodes']} nodes in all, {counts['duplicates']} duplicates")
     click.echo(f"model:       {fp.get('model', 'unknown')}")
     click.echo(f"last update: {last}")
-    pending = len(changes.candidates) + len(changes.removed)
-    if pending:
-        click.echo(f"pending:     {len(changes.candidates)} new or modified, {len(changes.removed)} deleted "
+    click.echo(f"permissions: {private.note()}")
+    # Deleted: files the index holds chunks of. A gone file that was only ever skipped (it vanished while
+    # a run read it, say) has nothing in the index to remove.
+    deleted = [p for p in changes.removed if manifest[p].status in SEARCHABLE]
+    if changes.candidates or deleted:
+        click.echo(f"pending:     {len(changes.candidates)} new or modified, {len(deleted)} deleted "
                    f'(run "coderag index {root}")')
     else:
         click.echo("pending:     none, the index is up to date")

@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from coderag.errors import CodeRagError, IndexLockedError
 from coderag.paths import index_dir
@@ -17,6 +17,11 @@ from coderag.paths import index_dir
 log = logging.getLogger("coderag.client")
 CONNECT_TIMEOUT_S = 2.0
 CALL_TIMEOUT_S = 600.0
+RETRY_S = 0.2
+# How long a command waits for another coderag process that holds the index (its --wait). `coderag mcp`
+# sets it from its own --wait: the MCP server opens its handle in the background, far from the CLI.
+DEFAULT_WAIT_S = 60.0
+T = TypeVar("T")
 
 
 class OwnerGone(CodeRagError):
@@ -37,6 +42,65 @@ def owner_socket(root: Path) -> Optional[str]:
         return info.get("socket")
     except (OSError, ValueError):
         return None
+
+
+def owner_client(root: Path) -> Optional["IndexClient"]:
+    """A client of the process that serves the index of `root` (it answered a ping), or None when nobody does.
+
+    The one place owners are found: `connect()` (the MCP server) and every CLI command use it."""
+    sock = owner_socket(root)
+    if not sock or not os.path.exists(sock):
+        return None
+    try:
+        client = IndexClient(root, sock)
+    except OwnerGone:
+        return None
+    try:
+        client.call("ping")
+        return client
+    except (OwnerGone, RemoteError, OSError, ValueError):
+        client.close()
+        return None
+
+
+def lock_holder(root: Path) -> str:
+    """Who holds the writer lock of `root`'s index, as its lock file names it (pid and command)."""
+    from coderag.lock import WriterLock
+    from coderag.paths import LOCK_NAME
+
+    return WriterLock(index_dir(root) / LOCK_NAME).holder()
+
+
+def owner_or_open(root: Path, open_here: Callable[[], T], wait: Optional[float] = None,
+                  say: Optional[Callable[[str], None]] = None, what: str = "open the index") -> "IndexClient | T":
+    """A client of the owner of `root`, or what `open_here()` returns (it takes the writer lock here).
+
+    While another process holds the lock without serving (a `coderag index` or `coderag search` at work,
+    or an owner still starting up), both are tried again every 0.2 s for up to `wait` seconds (default
+    DEFAULT_WAIT_S): an owner that opens its socket meanwhile is used at once. `say` gets one line when
+    the wait begins. Past the bound: IndexLockedError naming the holder and what to do."""
+    wait = DEFAULT_WAIT_S if wait is None else wait
+    root = Path(root).resolve()
+    deadline = time.monotonic() + max(0.0, wait)
+    said = False
+    while True:
+        client = owner_client(root)
+        if client is not None:
+            return client
+        try:
+            return open_here()
+        except IndexLockedError as exc:
+            last = exc
+        if time.monotonic() >= deadline:
+            raise IndexLockedError(
+                f"Could not {what}: another coderag process ({lock_holder(root)}) holds the index of {root} "
+                f"and does not answer on its socket{f' (waited {wait:.0f} s)' if wait else ''}. Let it finish and "
+                "try again, pass --wait SECONDS to wait longer, or stop that process.") from last
+        if not said and say is not None:
+            say(f"waiting for {lock_holder(root)} to release the index of {root} "
+                f"(up to {wait:.0f} s, --wait to change)...")
+            said = True
+        time.sleep(RETRY_S)
 
 
 class IndexClient:
@@ -80,35 +144,23 @@ class IndexClient:
             pass
 
 
-def connect(root: Path, settings=None, wait: float = 30.0, become_owner: bool = True, **service_kwargs: Any):
+def connect(root: Path, settings=None, wait: Optional[float] = None, become_owner: bool = True,
+            say: Optional[Callable[[str], None]] = None, **service_kwargs: Any):
     """An IndexService (this process becomes the owner) or an IndexClient of the current owner.
 
     A dead owner's lock is released by the OS and its socket refuses connections, so whoever
     comes next takes over; nothing in the index is lost.
     """
-    deadline = time.monotonic() + wait
     root = Path(root).resolve()
-    while True:
-        sock = owner_socket(root)
-        if sock and os.path.exists(sock):
-            try:
-                client = IndexClient(root, sock)
-                client.call("ping")
-                return client
-            except (OwnerGone, RemoteError):
-                pass
-        if become_owner:
-            from coderag.service import IndexService
 
-            try:
-                return IndexService(root, settings, **service_kwargs).start()
-            except IndexLockedError:
-                pass  # another process holds the index but is not serving (yet): wait for it
-        if time.monotonic() >= deadline:
-            raise IndexLockedError(
-                f"Another process holds the index of {root} and does not answer on its socket. "
-                "If it is an indexing run, wait for it to finish; otherwise stop it.")
-        time.sleep(0.2)
+    def become():
+        if not become_owner:
+            raise IndexLockedError(f"No owner is serving {root}.")
+        from coderag.service import IndexService
+
+        return IndexService(root, settings, **service_kwargs).start()
+
+    return owner_or_open(root, become, wait, say or log.warning, what="reach or become the owner of the index")
 
 
 class IndexHandle:

@@ -1,8 +1,17 @@
-"""Where an index lives: <root>/.coderag/, found from any folder inside the root like git finds .git."""
+"""Where an index lives: <root>/.coderag/, found from any folder inside the root like git finds .git.
+
+The index holds the text of every indexed file, so it is private to its user: the folder is 0700 and
+its files 0600, whatever the umask (see `private_umask` and `tighten_index`)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
+import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from coderag.nodes.ignore import INDEX_DIR_NAME
 
@@ -10,6 +19,85 @@ DB_NAME = "index.db"
 SHARD_NAME = "shard"
 LOCK_NAME = "writer.lock"
 LOG_NAME = "coderag.log"
+PRIVATE_UMASK = 0o077
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+_umask_lock = threading.Lock()
+_umask_users = 0
+_umask_saved = 0
+
+
+@contextlib.contextmanager
+def private_umask() -> Iterator[None]:
+    """Files created inside the block are 0600 and folders 0700 (umask 077); the umask is restored after.
+
+    The umask is process-wide, so while one thread is inside, files any thread of this process creates are
+    private too: callers keep the block to the creation or writing of index files (the SQLite database,
+    the shard's segments, owner.json, the log), in processes that write nothing else of the user's meanwhile.
+    Nested and concurrent blocks share one saved umask (counted), so the last one out restores the user's."""
+    global _umask_users, _umask_saved
+    with _umask_lock:
+        if _umask_users == 0:
+            _umask_saved = os.umask(PRIVATE_UMASK)
+        _umask_users += 1
+    try:
+        yield
+    finally:
+        with _umask_lock:
+            _umask_users -= 1
+            if _umask_users == 0:
+                os.umask(_umask_saved)
+
+
+@dataclass
+class Tightened:
+    """What `tighten_index` changed: the folder's old mode (None when it was private) and the count of
+    files and folders that other users could read."""
+
+    folder_mode: int | None = None
+    entries: int = 0
+
+    def __bool__(self) -> bool:
+        return self.folder_mode is not None or self.entries > 0
+
+    def note(self) -> str:
+        if not self:
+            return f"private ({DIR_MODE:04o}, files {FILE_MODE:04o})"
+        parts = []
+        if self.folder_mode is not None:
+            parts.append(f"the folder was {self.folder_mode:04o}")
+        if self.entries:
+            parts.append(f"{self.entries} files or folders were open to other users")
+        return f"tightened ({', '.join(parts)}; now {DIR_MODE:04o}, files {FILE_MODE:04o})"
+
+
+def tighten_index(d: str | Path) -> Tightened:
+    """chmod the index folder to 0700 and everything under it (the shard recursively) to 0600 / 0700.
+
+    An index written by an older coderag (or under a loose umask) was 0755/0644: readable by every local
+    user. Links are left alone (chmod would follow them out of the index)."""
+    d = Path(d)
+    done = Tightened()
+    try:
+        mode = stat.S_IMODE(os.lstat(d).st_mode)
+    except OSError:
+        return done
+    if mode != DIR_MODE:
+        os.chmod(d, DIR_MODE)
+        done.folder_mode = mode
+    for dirpath, dirnames, filenames in os.walk(d):
+        for name, want in [(n, DIR_MODE) for n in dirnames] + [(n, FILE_MODE) for n in filenames]:
+            p = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(p)
+                if stat.S_ISLNK(st.st_mode) or not stat.S_IMODE(st.st_mode) & 0o077:
+                    continue
+                os.chmod(p, want if stat.S_ISDIR(st.st_mode) else FILE_MODE)
+                done.entries += 1
+            except OSError:  # vanished meanwhile, or not ours: nothing to tighten
+                continue
+    return done
 
 
 def index_dir(root: str | Path) -> Path:
@@ -17,12 +105,16 @@ def index_dir(root: str | Path) -> Path:
 
 
 def ensure_index_dir(root: str | Path) -> Path:
-    """Create <root>/.coderag with a .gitignore of `*`, so the index never shows up in git status."""
+    """Create <root>/.coderag (0700) with a .gitignore of `*`, so the index never shows up in git status;
+    tighten an existing one that other users can read."""
     d = index_dir(root)
-    d.mkdir(parents=True, exist_ok=True)
-    gi = d / ".gitignore"
-    if not gi.exists():
-        gi.write_text("# Created by coderag: the index is derived data.\n*\n", encoding="utf-8")
+    d.parent.mkdir(parents=True, exist_ok=True)  # the repository itself: the user's umask
+    with private_umask():
+        d.mkdir(mode=DIR_MODE, exist_ok=True)
+        gi = d / ".gitignore"
+        if not gi.exists():
+            gi.write_text("# Created by coderag: the index is derived data.\n*\n", encoding="utf-8")
+    tighten_index(d)
     return d
 
 

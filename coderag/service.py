@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socketserver
 import threading
 import time
 from collections import OrderedDict
@@ -14,30 +13,18 @@ from pathlib import Path
 from typing import Any, Optional
 
 from coderag.config import Settings, StoreMode, load_settings
-from coderag.paths import LOG_NAME, ensure_index_dir
+from coderag.errors import IndexLockedError
+from coderag.paths import LOCK_NAME, LOG_NAME, ensure_index_dir, private_umask
+from coderag.socket_server import SOCKET_NAME, bind, socket_path_for  # noqa: F401 (SOCKET_NAME: public here)
 
 log = logging.getLogger("coderag.service")
 
 OWNER_FILE = "owner.json"
-SOCKET_NAME = "owner.sock"
-MAX_SOCKET_PATH = 100
-WATCH_DEBOUNCE_MS = 80
 WATCH_FULL_SCAN_THRESHOLD = 300
+OPEN_WAIT_S = 300.0  # a request that reaches an owner still opening its index waits this long for it
 RESULT_MEMORY = 2048
 STOP_JOIN_S = 30.0
 DENSE_BATCH_FILES = 8  # files whose chunks are out of BM25 answers while their vectors are computed
-
-
-def socket_path_for(index_dir: Path) -> Path:
-    """<index>/owner.sock, or a private runtime folder when that path is too long for AF_UNIX."""
-    p = index_dir / SOCKET_NAME
-    if len(str(p)) <= MAX_SOCKET_PATH:
-        return p
-    import hashlib
-
-    base = Path(os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/coderag-{os.getuid()}")
-    base.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return base / (hashlib.sha1(str(index_dir).encode()).hexdigest()[:16] + ".sock")
 
 
 def setup_logging(index_dir: Path, level: int = logging.INFO) -> None:
@@ -46,7 +33,9 @@ def setup_logging(index_dir: Path, level: int = logging.INFO) -> None:
     if getattr(root, "_coderag_configured", False):
         return
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for handler in (logging.StreamHandler(), logging.FileHandler(index_dir / LOG_NAME, encoding="utf-8")):
+    with private_umask():  # the log names the repository's files: 0600, like the rest of the index
+        file_handler = logging.FileHandler(index_dir / LOG_NAME, encoding="utf-8")
+    for handler in (logging.StreamHandler(), file_handler):
         handler.setFormatter(fmt)
         root.addHandler(handler)
     root.setLevel(level)
@@ -56,27 +45,6 @@ def setup_logging(index_dir: Path, level: int = logging.INFO) -> None:
 
 class _Stopped(Exception):
     """Ends background indexing at a batch boundary when the owner stops."""
-
-
-class _Handler(socketserver.StreamRequestHandler):
-    def handle(self) -> None:
-        service: IndexService = self.server.service  # type: ignore[attr-defined]
-        for line in self.rfile:
-            if not line.strip():
-                continue
-            try:
-                req = json.loads(line)
-                result = service.dispatch(req.get("method", ""), req.get("params") or {})
-                resp = {"id": req.get("id"), "result": result}
-            except Exception as exc:  # every failure goes back to the client as an error it can show
-                resp = {"id": None, "error": {"type": type(exc).__name__, "message": str(exc)}}
-            self.wfile.write((json.dumps(resp, ensure_ascii=False) + "\n").encode("utf-8"))
-            self.wfile.flush()
-
-
-class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 class IndexService:
@@ -92,33 +60,51 @@ class IndexService:
         self.index_dir = ensure_index_dir(self.root)
         self.watch, self.background, self.serve = watch, background, serve
         self.index = None
-        self._server: Optional[_Server] = None
+        self._server = None
         self._stop = threading.Event()
         self._ingest = threading.RLock()  # replaced by the index's own ingest lock in start()
         self._threads: list[threading.Thread] = []
         self._results: OrderedDict[str, dict] = OrderedDict()
-        self.progress = {"phase": "idle", "done": 0, "total": 0, "embedded": 0}
+        self.progress = {"phase": "idle", "done": 0, "total": 0, "embedded": 0, "error": None}
         self.dense_ready = False
+        self._ready = threading.Event()  # the index is open (requests that arrive before wait for it)
+        self._watcher = None
         self.started = time.time()
         self.socket_path = socket_path_for(self.index_dir)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> "IndexService":
-        from coderag.pipelines.code_index import CodeIndex
+        from coderag.lock import WriterLock
+        from coderag.pipelines.code_index import CodeIndex  # LlamaIndex: imported before the lock is taken
 
         setup_logging(self.index_dir)
-        self.index = CodeIndex.open(self.root, settings=self.settings, create=True)
+        # The lock, then the socket at once, then the index (opening the shard takes a while): a client that
+        # finds the lock held finds an owner that answers (its requests wait for the index), or finds it a
+        # moment later while it retries (client.owner_or_open) -- never a holder that stays silent.
+        lock = WriterLock(self.index_dir / LOCK_NAME).acquire()
+        try:
+            if self.serve:
+                self._bind()
+            with private_umask():  # a new index.db and shard are created 0600
+                self.index = CodeIndex.open(self.root, settings=self.settings, create=True, lock=lock)
+        except BaseException:
+            self._unbind()
+            lock.release()
+            self._ready.set()  # requests already waiting fail at once (the index is None)
+            raise
+        self._ready.set()
         self.index.can_refresh = False  # search-time refreshes happen in search() below, never waiting
         self._ingest = self.index.ingest_lock
         counts = self.index.state.counts()
         self.dense_ready = self.index.state.get_meta("fingerprint") is not None and counts["pending_dense"] == 0
-        if self.serve:
-            self._bind()
         if self.background:
             self.progress.update(phase="scanning")  # before the first request can see an empty index
             self._spawn(self._initial_index, "coderag-indexer")
         if self.watch:
-            self._spawn(self._watch_loop, "coderag-watcher")
+            from coderag.watcher import TreeWatcher
+
+            self._watcher = TreeWatcher(str(self.root), self._apply_changes, self._stop)
+            self._spawn(self._watcher.run, "coderag-watcher")
         log.info("owner of %s (pid %d), socket %s", self.root, os.getpid(), self.socket_path)
         return self
 
@@ -129,28 +115,29 @@ class IndexService:
 
     def _bind(self) -> None:
         path = self.socket_path
-        if path.exists() or path.is_symlink():
-            path.unlink()  # left by a dead owner: we hold the lock, so nobody serves it
-        old_umask = os.umask(0o177)  # the socket is created 0600: other users cannot connect
-        try:
-            self._server = _Server(str(path), _Handler)
-        finally:
-            os.umask(old_umask)
-        self._server.service = self  # type: ignore[attr-defined]
-        (self.index_dir / OWNER_FILE).write_text(json.dumps(
-            {"pid": os.getpid(), "socket": str(path), "root": str(self.root), "started": self.started}), "utf-8")
-        self._spawn(self._server.serve_forever, "coderag-server")
+        self._server = bind(path, self)
+        self._spawn(self._server.serve_forever, "coderag-server")  # pings answered now, other requests when ready
+        tmp = self.index_dir / f".{OWNER_FILE}.{os.getpid()}"
+        with private_umask():
+            tmp.write_text(json.dumps({"pid": os.getpid(), "socket": str(path), "root": str(self.root),
+                                       "started": self.started}), "utf-8")
+        os.replace(tmp, self.index_dir / OWNER_FILE)  # atomic: a client never reads half of it
+
+    def _unbind(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        self._server = None
+        for p in (self.socket_path, self.index_dir / OWNER_FILE):
+            try:
+                p.unlink()
+            except OSError:
+                pass
 
     def stop(self) -> None:
         self._stop.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            for p in (self.socket_path, self.index_dir / OWNER_FILE):
-                try:
-                    p.unlink()
-                except OSError:
-                    pass
+        self._unbind()
         for t in self._threads:  # a process that exits while the indexer is inside the model aborts (SIGABRT)
             if t.name == "coderag-indexer" and t is not threading.current_thread():
                 t.join(timeout=STOP_JOIN_S)
@@ -182,7 +169,7 @@ class IndexService:
 
         idx = self.index
         try:
-            with self._ingest:
+            with self._ingest, private_umask():  # new shard segments and WAL pages: 0600
                 changes = detect_changes(self.root, idx.state, self.settings)
                 # A first build is always BM25-first: even for a few files, loading the model takes seconds.
                 first_build = idx.state.counts()["files"] == 0
@@ -210,9 +197,9 @@ class IndexService:
             log.info("index of %s is up to date", self.root)
         except _Stopped:
             log.info("background indexing stopped; the next owner goes on from here")
-        except Exception:
+        except Exception as exc:
             log.exception("background indexing failed")
-            self.progress.update(phase="failed")
+            self.progress.update(phase="failed", error=f"{type(exc).__name__}: {exc}")
 
     def _upgrade(self) -> None:
         """What `coderag index` does once to an index written by an older coderag: store the token counts
@@ -224,7 +211,7 @@ class IndexService:
         from coderag.pipelines.ingestion import upgrade_index
 
         idx = self.index
-        with self._ingest:
+        with self._ingest, private_umask():
             done = upgrade_index(self.root, self.settings, idx.state, self._progress, store=idx.vector_store)
         if done:
             log.info("upgraded the index of %s: %s", self.root, ", ".join(f"{k}: {v}" for k, v in done.items()))
@@ -246,7 +233,7 @@ class IndexService:
             if self._stop.is_set():
                 return
             part = paths[i:i + DENSE_BATCH_FILES]
-            with self._ingest:
+            with self._ingest, private_umask():
                 run = Ingestion(self.root, self.settings, idx.state, self._progress, store=idx.vector_store,
                                 docstore=idx.docstore, embed_loader=lambda: idx.document_embed_model, dense=True)
                 changes = changes_for_paths(self.root, idx.state, part)
@@ -255,37 +242,19 @@ class IndexService:
             done += len(part)
             self.progress.update(done=done)
 
-    def _watch_loop(self) -> None:
-        import watchfiles
-
-        from coderag.nodes.ignore import INDEX_DIR_NAME
-
-        def keep(change, path: str) -> bool:
-            rel = os.path.relpath(path, self.root)
-            return not (rel == INDEX_DIR_NAME or rel.startswith(INDEX_DIR_NAME + os.sep) or "/.git/" in path
-                        or rel.startswith(".git" + os.sep))
-
-        try:
-            for changes in watchfiles.watch(self.root, watch_filter=keep, debounce=WATCH_DEBOUNCE_MS, step=20,
-                                            stop_event=self._stop, yield_on_timeout=False, raise_interrupt=False):
-                rels = sorted({Path(os.path.relpath(p, self.root)).as_posix() for _, p in changes})
-                self._apply_changes(rels)
-        except Exception:
-            if not self._stop.is_set():
-                log.exception("file watcher stopped")
-
-    def _apply_changes(self, rels: list[str]) -> None:
+    def _apply_changes(self, rels: list[str], rescan: bool = False) -> None:
+        """The watcher's batch: re-index those paths, or the whole tree (a folder or an ignore rule changed)."""
         from coderag.nodes.ignore import IGNORE_FILE_NAMES
 
         idx = self.index
         if idx is None:
             return
         rules_changed = any(Path(r).name in IGNORE_FILE_NAMES for r in rels)
-        with self._ingest:
+        with self._ingest, private_umask():
             if idx is not self.index:
                 return
             t0 = time.perf_counter()
-            if rules_changed or len(rels) > WATCH_FULL_SCAN_THRESHOLD or self._has_folder_event(rels):
+            if rescan or rules_changed or len(rels) > WATCH_FULL_SCAN_THRESHOLD or self._has_folder_event(rels):
                 summary = idx.refresh()
             else:
                 summary = idx.refresh(paths=rels)
@@ -310,9 +279,15 @@ class IndexService:
     # -- requests -------------------------------------------------------------------------------
     def dispatch(self, method: str, params: dict) -> Any:
         handler = {"search": self.search, "status": self.status, "expand": self.expand, "refresh": self.refresh,
-                   "ping": lambda: {"pid": os.getpid(), "root": str(self.root)}}.get(method)
+                   "ping": lambda: {"pid": os.getpid(), "root": str(self.root), "ready": self._ready.is_set()}
+                   }.get(method)
         if handler is None:
             raise ValueError(f"unknown method {method!r}")
+        if method != "ping":
+            self._ready.wait(OPEN_WAIT_S)  # an owner that has just bound its socket is still opening the index
+            if self.index is None:
+                raise IndexLockedError(f"The owner of {self.root} (pid {os.getpid()}) is not serving its index "
+                                       f"(starting up, or stopping). Try again in a few seconds.")
         return handler(**params)
 
     def search(self, **params: Any) -> dict:
@@ -323,7 +298,10 @@ class IndexService:
             p = self.progress
             note = (f"building: answering from BM25 while dense vectors are computed "
                     f"({p['phase']} {p['done']}/{p['total']} files)")
-            if idx.state.get_meta("fingerprint") is None and p["phase"] not in ("idle", "failed"):
+            if p["phase"] == "failed":
+                note = (f"indexing failed ({p['error']}): answering from BM25 over what was indexed; "
+                        f'"coderag index {self.root}" shows the error')
+            if idx.state.get_meta("fingerprint") is None and p["phase"] != "idle":
                 return self._building(params, note)
             res = idx.search(**{**params, "retriever": "bm25"}, refresh=False, freshness=note)
         else:
@@ -331,7 +309,8 @@ class IndexService:
             stale = {r.file_path for r in res if r.stale}
             if stale and self._ingest.acquire(blocking=False):
                 try:  # re-index the changed files before answering, when no other ingestion runs
-                    idx.refresh(paths=sorted(stale))
+                    with private_umask():
+                        idx.refresh(paths=sorted(stale))
                 finally:
                     self._ingest.release()
                 res = idx.search(**params, refresh=False,
@@ -346,10 +325,12 @@ class IndexService:
         from coderag.postprocessors.payload import SearchResults
 
         opts = SearchOptions(**{**params, "retriever": "bm25"})  # a bad request is still an error the caller can fix
+        message = (f"The index of {self.root} is being built and has no chunks yet: search again in a few seconds."
+                   if self.progress["phase"] != "failed" else
+                   f"Indexing {self.root} failed ({self.progress['error']}) before any chunk was written. "
+                   f'Run "coderag index {self.root}" to see the error, fix it, then restart the server.')
         res = SearchResults([], query=opts.query, root=str(self.root), strategy=strategy_name(opts), freshness=note,
-                            max_tokens=opts.max_tokens,
-                            message=f"The index of {self.root} is being built and has no chunks yet: "
-                                    "search again in a few seconds.")
+                            max_tokens=opts.max_tokens, message=message)
         res.tokens = self.index.count_tokens(res.to_xml())
         return _results_to_dict(res)
 
@@ -373,10 +354,11 @@ class IndexService:
         return {"root": str(self.root), "index_dir": str(self.index_dir), "pid": os.getpid(),
                 "model": str(self.settings.model_dir()), "last_update": idx.state.get_meta("last_update"),
                 "counts": counts, "dense_ready": self.dense_ready, "indexing": dict(self.progress),
+                "watcher": self._watcher.status() if self._watcher is not None else {"state": "off"},
                 "uptime_s": round(time.time() - self.started, 1)}
 
     def refresh(self, paths: Optional[list[str]] = None) -> dict:
-        with self._ingest:
+        with self._ingest, private_umask():
             s = self.index.refresh(paths=paths)
         return {k: v for k, v in s.__dict__.items() if k != "skip_items"} | {"skip_items": s.skip_items[:200]}
 

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from coderag.config import Settings, StoreMode, load_settings
 from coderag.errors import IndexMissingError
 from coderag.lock import WriterLock
-from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir, find_root, index_dir
+from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir, find_root, index_dir, private_umask
 from coderag.pipelines.query import SearchOptions, run_search
 from coderag.postprocessors.payload import SearchResults
 from coderag.store.state import STATUS_INDEXED, FileRecord, IndexState
@@ -74,11 +74,13 @@ class CodeIndex:
     # -- lifecycle ------------------------------------------------------------------------------
     @classmethod
     def open(cls, root: str | os.PathLike = ".", settings: Optional[Settings] = None,
-             config_path: Optional[str] = None, wait: float = 0.0, create: bool = True) -> "CodeIndex":
+             config_path: Optional[str] = None, wait: float = 0.0, create: bool = True,
+             lock: Optional[WriterLock] = None) -> "CodeIndex":
         """Open the index of `root` (or of the nearest ancestor that has one).
 
         With `create=False` a missing index raises IndexMissingError; with `create=True` an empty
-        index is created, to be filled by `refresh()`.
+        index is created, to be filled by `refresh()`. `lock`: the index's writer lock, already taken by the
+        caller (the owner takes it before it opens its socket); released on failure and by close().
         """
         start = Path(root).resolve()
         found = find_root(start)
@@ -88,11 +90,12 @@ class CodeIndex:
             found = start
         settings = settings or load_settings(found, config_path)
         idx = ensure_index_dir(found)
-        lock = WriterLock(idx / LOCK_NAME).acquire(wait=wait)
+        lock = lock or WriterLock(idx / LOCK_NAME).acquire(wait=wait)
         try:
-            state = IndexState(idx / DB_NAME)
-            index = cls(found, settings, state, lock)
-            _ = index.vector_store  # fail now, not on the first query, if the shard is held elsewhere
+            with private_umask():  # a new index.db and shard: 0600 (the folder is 0700 already)
+                state = IndexState(idx / DB_NAME)
+                index = cls(found, settings, state, lock)
+                _ = index.vector_store  # fail now, not on the first query, if the shard is held elsewhere
         except BaseException:
             lock.release()
             raise

@@ -168,8 +168,7 @@ def _stale_socket(path: Path) -> None:
 
 
 def test_service_stale_owner_files_are_detected_and_replaced(tiny_repo: Path) -> None:
-    from coderag.cli import _owner_client
-    from coderag.client import IndexClient, OwnerGone, connect
+    from coderag.client import IndexClient, OwnerGone, connect, owner_client
     from coderag.service import IndexService
 
     first = IndexService(tiny_repo, watch=False, background=False).start()
@@ -180,7 +179,7 @@ def test_service_stale_owner_files_are_detected_and_replaced(tiny_repo: Path) ->
     _stale_socket(sock)
     (idx / "owner.json").write_text(json.dumps({"pid": _dead_pid(), "socket": str(sock), "root": str(tiny_repo)}))
 
-    assert _owner_client(tiny_repo) is None  # the CLI sees nobody serving and opens the index itself
+    assert owner_client(tiny_repo) is None  # the CLI sees nobody serving and opens the index itself
     with pytest.raises(OwnerGone):
         IndexClient(tiny_repo, str(sock))
 
