@@ -5,8 +5,14 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import pathspec
+
+from coderag.nodes.file_classes import DATA, DATA_PATTERNS, SECRET, secret_name
+
+if TYPE_CHECKING:  # scan.py imports this module
+    from coderag.nodes.scan import SkipLog
 
 log = logging.getLogger(__name__)
 
@@ -14,6 +20,7 @@ INDEX_DIR_NAME = ".coderag"
 IGNORE_FILE_NAMES = (".gitignore", ".coderagignore")
 
 # Lowest precedence: a user's .gitignore or .coderagignore can re-include any of these with "!pattern".
+# Lock files, CSVs, SVGs, snapshots ... are in file_classes.DATA_PATTERNS, below these, and counted as "data".
 BUILTIN_PATTERNS = """
 .git/
 .hg/
@@ -46,11 +53,6 @@ coverage/
 htmlcov/
 .idea/
 .DS_Store
-*.lock
-package-lock.json
-npm-shrinkwrap.json
-pnpm-lock.yaml
-go.sum
 *.min.js
 *.min.css
 *.bundle.js
@@ -138,6 +140,9 @@ def _compile(lines: list[str], source: str) -> pathspec.GitIgnoreSpec | None:
         return pathspec.GitIgnoreSpec.from_lines(good) if good else None
 
 
+_DATA_SPEC = pathspec.GitIgnoreSpec.from_lines(DATA_PATTERNS)
+
+
 def _read_lines(path: Path) -> list[str]:
     try:
         return path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -150,7 +155,12 @@ class IgnoreMatcher:
 
     Levels are applied from the root down, the deepest match wins, and a negation (`!x`)
     re-includes, as in git. At each level `.gitignore` comes before `.coderagignore`, so the
-    latter can override the former. The index folder is always ignored.
+    latter can override the former. The index folder is always ignored, and so is every file whose
+    name says it is a secret (file_classes.secret_name): a hard rule no `!pattern` overrides. Files
+    that only the built-in data patterns match are ignored too, and a `!pattern` re-includes them.
+
+    The walk never opens an ignored file, so the matcher is where secrets and data files are seen:
+    with `skips`, each file ignored for one of those two reasons is noted there ("secret", "data").
 
     Examples:
         >>> m = IgnoreMatcher("/repo")                      # doctest: +SKIP
@@ -158,8 +168,10 @@ class IgnoreMatcher:
         True
     """
 
-    def __init__(self, root: str | os.PathLike, extra_patterns: list[str] | None = None) -> None:
+    def __init__(self, root: str | os.PathLike, extra_patterns: list[str] | None = None,
+                 skips: "SkipLog | None" = None) -> None:
         self.root = Path(root)
+        self.skips = skips
         root_lines = list(BUILTIN_PATTERNS) + list(extra_patterns or [])
         root_lines += _read_lines(self.root / ".git" / "info" / "exclude")
         self._root_extra = root_lines
@@ -182,7 +194,14 @@ class IgnoreMatcher:
             return False
         if parts[0] == INDEX_DIR_NAME:
             return True
-        ignored = False
+        data_hit = None
+        if not is_dir:
+            why = secret_name(rel_path)
+            if why is not None:  # before every ignore file: no negation reaches it
+                self._note(rel_path, SECRET, why)
+                return True
+            data_hit = _DATA_SPEC.check_file(rel_path).index
+        ignored = data_hit is not None
         for depth in range(len(parts)):
             dir_rel = "/".join(parts[:depth])
             spec = self._spec_for(dir_rel)
@@ -191,8 +210,14 @@ class IgnoreMatcher:
             sub = "/".join(parts[depth:]) + ("/" if is_dir else "")
             result = spec.check_file(sub)
             if result.include is not None:
-                ignored = result.include
+                ignored, data_hit = result.include, None
+        if data_hit is not None:  # ignored by a data pattern alone (a user's own rule is not a skip)
+            self._note(rel_path, DATA, f"matches {DATA_PATTERNS[data_hit]}")
         return ignored
+
+    def _note(self, rel_path: str, reason: str, detail: str) -> None:
+        if self.skips is not None:
+            self.skips.add(rel_path, reason, detail)
 
     def is_ignored_anywhere(self, rel_path: str) -> bool:
         """True if the file or any of its parent directories is ignored (for paths not found by walking)."""

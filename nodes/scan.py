@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from coderag.nodes.file_classes import content_class
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.safe_path import MISSING, UNDECODABLE, UNREADABLE, escaped_name, file_kind, is_decodable, open_regular
 
@@ -159,6 +160,9 @@ def read_text_file(entry: FileEntry, skips: SkipLog, hard_max_bytes: int = DEFAU
         return None
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         skips.add(entry.rel_path, "binary")
+        return None
+    if (cls := content_class(entry.rel_path, data)) is not None:  # a secret or data (file_classes.py)
+        skips.add(entry.rel_path, *cls)
         return None
     raw = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
     try:

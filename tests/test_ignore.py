@@ -129,6 +129,6 @@ def test_ignore_malformed_pattern_keeps_the_others(tmp_path: Path, caplog: pytes
 
 
 def test_ignore_extra_patterns_apply_at_root(tmp_path: Path) -> None:
-    root = write_files(tmp_path, {"a/b.csv": "1,2\n"})
-    assert IgnoreMatcher(root, extra_patterns=["*.csv"]).is_ignored("a/b.csv")
-    assert not IgnoreMatcher(root).is_ignored("a/b.csv")
+    root = write_files(tmp_path, {"a/b.tmp": "1,2\n"})
+    assert IgnoreMatcher(root, extra_patterns=["*.tmp"]).is_ignored("a/b.tmp")
+    assert not IgnoreMatcher(root).is_ignored("a/b.tmp")

@@ -226,6 +226,15 @@ class IndexState:
             "duplicates": q("SELECT COUNT(*) FROM chunks WHERE duplicate_of IS NOT NULL").fetchone()[0],
         }
 
+    @_locked
+    def skip_counts(self) -> dict[str, int]:
+        """Files read and left out of the index, by reason (their manifest status: secret, data, binary, ...).
+        Files the walk never opens (secrets and data by name, symlinks) have no row: the walk counts them."""
+        marks = ",".join("?" * (len(SEARCHABLE) + 1))
+        rows = self.conn.execute(f"SELECT status, COUNT(*) FROM files WHERE status NOT IN ({marks}) GROUP BY status",
+                                 (*SEARCHABLE, STATUS_DIRTY))
+        return dict(rows.fetchall())
+
     # -- embedding cache: sha256(model + embedded text) -> float32 vector --
     @_locked
     def cached_vectors(self, keys: list[str]) -> dict[str, bytes]:

@@ -1,0 +1,229 @@
+"""File classes that are never indexed: secrets (by name and by content) and data (by name and by content).
+
+Two reasons, each a skip reason of its own in the skip report and in `coderag status`:
+
+- `secret`: private keys, certificates, keystores, `.env` files, credential files, and any file whose bytes
+  hold a private key block, an AWS secret access key or a GCP service-account key. A hard rule: the
+  names are checked before any ignore file (IgnoreMatcher), so a user's `!pattern` cannot re-include
+  them, and such a file is never opened; the content check runs on every file read.
+- `data`: CSV/TSV, images as text (SVG, ...), notebooks, lock files, snapshots (DATA_PATTERNS, gitignore
+  syntax: the lowest precedence, so `!*.csv` in a .coderagignore brings CSVs back), big JSON/YAML/XML,
+  big fixtures, and files that are mostly numeric rows or base64 (`content_class`). One chunk per row
+  costs most of a first index's embedding time and never answers a question about the code.
+
+Stdlib only: the walk of a no-change run imports this.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Optional
+
+from coderag.nodes.languages import EXTENSIONS, detect_language
+
+SECRET, DATA = "secret", "data"
+
+# Files in these languages are code or prose whatever their numbers: the row and base64 sniffs are for the
+# rest ("text", json, yaml, xml, ...), where a table of numbers is a table. Their extensions also make a
+# name code that would otherwise look like a key's (`id_rsa.go`).
+CODE_LANGUAGES = frozenset({
+    "python", "javascript", "typescript", "tsx", "go", "rust", "java", "c", "cpp", "csharp", "ruby", "php",
+    "kotlin", "scala", "swift", "lua", "bash", "markdown", "rst", "dockerfile", "make", "cmake", "vue", "svelte",
+    "proto", "hcl",
+})
+_CODE_SUFFIXES = frozenset(ext for ext, lang in EXTENSIONS.items() if lang in CODE_LANGUAGES)
+
+# -- secrets by name -------------------------------------------------------------------------------
+# Lowercase; a path is lowercased before it is matched (`ID_RSA`, `Server.PEM`).
+SECRET_SUFFIXES = frozenset({
+    ".pem", ".key", ".p12", ".pfx", ".pkcs12", ".p8", ".pk8", ".ppk",     # private keys
+    ".crt", ".cer", ".der", ".csr", ".p7b", ".p7c",                       # certificates: no code in them, and
+                                                                          # they sit next to their keys
+    ".keystore", ".jks", ".bks", ".kdbx", ".keychain", ".keychain-db",    # key stores
+    ".gpg", ".pgp",                                                       # encrypted files, keyrings
+    ".tfstate",                                                           # Terraform state: plaintext secrets
+    ".env", ".secret", ".secrets", ".kubeconfig",
+})
+# Whole names. `.npmrc`, `.pypirc`, `.yarnrc.yml` are skipped whether or not they hold a token today: they
+# have nothing a code question needs, and a token added tomorrow would otherwise be indexed before anyone
+# notices.
+SECRET_NAMES = frozenset({
+    ".env", ".envrc", ".netrc", "_netrc", ".pgpass", ".git-credentials", ".htpasswd", ".my.cnf", ".s3cfg",
+    ".boto", ".dockercfg", ".npmrc", ".pypirc", ".yarnrc.yml", "kubeconfig",
+    "secrets.yml", "secrets.yaml", "secrets.json", "secrets.toml", "credentials.yml.enc",
+})
+# Names that start so, unless they end in a code extension (`id_rsa.go` is code): SSH keys (`id_rsa`,
+# `id_rsa.old`, `id_ed25519_github`, and their `.pub` halves, which carry user@host and no code), Google
+# OAuth client files (`client_secret_123.apps.googleusercontent.com.json`), Terraform state backups.
+SECRET_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "client_secret", "terraform.tfstate")
+# Every `.env.*`, code extension or not (`.env.js` configs hold the same values). Templates (`.env.example`,
+# `.env.sample`) are skipped too: real values get pasted into them by mistake, and the variable names they
+# list are also in the code that reads them, so search loses nothing.
+ENV_PREFIX = ".env."
+# Every file inside these folders (~/.ssh, ~/.aws, ~/.gnupg, ... committed or copied into a tree).
+SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".kube", ".gem"})
+
+
+def secret_name(rel_path: str) -> Optional[str]:
+    """Why `rel_path` (POSIX, relative) is a secret by its name alone, or None. Cheap: no I/O, no regex."""
+    p = PurePosixPath(rel_path.lower())
+    name = p.name
+    if name in SECRET_NAMES:
+        return f"{name} file"
+    if p.suffix in SECRET_SUFFIXES:
+        return f"{p.suffix} file"
+    if name.startswith(ENV_PREFIX):
+        return f"{ENV_PREFIX}* file"
+    if name.startswith(SECRET_PREFIXES) and p.suffix not in _CODE_SUFFIXES:
+        return f"{next(x for x in SECRET_PREFIXES if name.startswith(x))}* file"
+    for d in p.parts[:-1]:
+        if d in SECRET_DIRS:
+            return f"file in {d}/"
+    return None
+
+
+# -- data by name (gitignore lines; IgnoreMatcher applies them below every ignore file) -----------------
+DATA_PATTERNS = """
+*.csv
+*.tsv
+*.psv
+*.jsonl
+*.ndjson
+*.geojson
+*.topojson
+*.arff
+*.har
+*.svg
+*.eps
+*.xpm
+*.xbm
+*.pbm
+*.pgm
+*.ppm
+*.drawio
+*.ipynb
+*.lock
+*.lockfile
+*.lockb
+package-lock.json
+npm-shrinkwrap.json
+pnpm-lock.yaml
+packages.lock.json
+conda-lock.yml
+Package.resolved
+go.sum
+go.work.sum
+*.snap
+*.ambr
+**/__snapshots__/**
+""".split()
+# Notebooks (`*.ipynb`) are data here: as raw JSON every code line is a quoted string and the outputs
+# (base64 images, tables) are most of the bytes, so their chunks embed as noise; the cells would need a
+# converter of their own. Lock files list versions that the manifest next to them (pyproject.toml,
+# package.json, Cargo.toml) already names, so BM25 loses nothing either.
+
+# -- content ----------------------------------------------------------------------------------------
+# A private key is its body, not its header: the header must be followed, within KEY_BODY_WINDOW bytes
+# (room for Proc-Type/Comment headers, quotes, `\n` escapes, string concatenation), by a line of base64
+# that mixes digits and both cases. A README that shows `-----BEGIN PRIVATE KEY-----` in prose, or with
+# `...` for the body, holds no key and is indexed.
+_KEY_HEADER = re.compile(rb"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----")
+_KEY_BODY = re.compile(rb"(?:\n|\\n|[\"'`])[ \t\"'`+]*([A-Za-z0-9+/]{32,})")
+KEY_BODY_WINDOW = 300
+_DIGIT = re.compile(rb"[0-9]")
+_PUTTY_KEY = re.compile(rb"PuTTY-User-Key-File-\d+:")
+# The value, not the name: code that reads the variable (`os.environ["AWS_SECRET_ACCESS_KEY"]`) is code.
+# Also the `SecretAccessKey` of AWS's JSON answers (`aws sts assume-role`).
+_AWS_SECRET = re.compile(rb"secret_?access_?key[\"']?\s*[=:]\s*[\"']?[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
+                         re.IGNORECASE)
+_AWS_HINTS = (b"ccess_key", b"CCESS_KEY", b"ccessKey", b"ccess_Key")
+_GCP_ACCOUNT = re.compile(rb"\"type\"\s*:\s*\"service_account\"")
+
+DEFAULT_DATA_MAX_BYTES = 64 * 1024
+# JSON/YAML/XML over DEFAULT_DATA_MAX_BYTES is data (an OpenAPI spec of that size is one too: its chunks
+# are schemas field by field); so is a non-code file of that size under a fixture folder.
+DATA_LANGUAGES_BY_SIZE = frozenset({"json", "yaml", "xml"})
+FIXTURE_DIRS = frozenset({"fixtures", "fixture", "__fixtures__", "testdata", "test_data", "test-data", "golden"})
+SNIFF_BYTES = 16 * 1024
+SNIFF_LINES = 200
+MIN_SNIFF_LINES = 20  # fewer lines than this say nothing either way
+ROW_SHARE = 0.7  # a file is rows when this share of its sampled lines are
+BASE64_SHARE = 0.5
+_BASE64_LINE = re.compile(r"[A-Za-z0-9+/=]{60,}")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _line_of(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
+
+
+def _has_key_body(window: bytes) -> bool:
+    """True if a line of key material follows a key header: random base64 has digits and both cases, a
+    path or a word run together does not."""
+    for m in _KEY_BODY.finditer(window):
+        run = m.group(1)
+        if _DIGIT.search(run) and run.lower() != run and run.upper() != run:
+            return True
+    return False
+
+
+def secret_content(data: bytes) -> Optional[str]:
+    """Why these bytes hold a secret (the detail names its kind and line, never its text), or None."""
+    if b"PRIVATE KEY" in data:
+        for m in _KEY_HEADER.finditer(data):
+            if _has_key_body(data[m.end():m.end() + KEY_BODY_WINDOW]):
+                return f"{m.group(1).decode('ascii').lower()} block at line {_line_of(data, m.start())}"
+    if b"PuTTY-User-Key-File-" in data and (m := _PUTTY_KEY.search(data)):
+        return f"PuTTY private key at line {_line_of(data, m.start())}"
+    if any(h in data for h in _AWS_HINTS):
+        m = _AWS_SECRET.search(data)
+        if m:
+            return f"AWS secret access key at line {_line_of(data, m.start())}"
+    if b"service_account" in data and b"\"private_key" in data and _GCP_ACCOUNT.search(data):
+        return "GCP service-account key"
+    return None
+
+
+def _is_row(line: str) -> bool:
+    """A line of a table of numbers: letters are under a quarter of its non-space characters."""
+    chars = len(line) - line.count(" ") - line.count("\t")
+    return chars > 0 and len(_LETTER.findall(line)) * 4 < chars
+
+
+def data_content(rel_path: str, data: bytes) -> Optional[str]:
+    """Why a file that was read is data (size, rows of numbers, base64), or None. `data`: its bytes."""
+    p = PurePosixPath(rel_path)
+    language = detect_language(rel_path, data[:200].decode("utf-8", "replace"))
+    if language in CODE_LANGUAGES:
+        return None
+    if len(data) > DEFAULT_DATA_MAX_BYTES:
+        if language in DATA_LANGUAGES_BY_SIZE:
+            return f"{language} of {len(data)} bytes > {DEFAULT_DATA_MAX_BYTES}"
+        if any(d.lower() in FIXTURE_DIRS for d in p.parts[:-1]):
+            return f"fixture of {len(data)} bytes > {DEFAULT_DATA_MAX_BYTES}"
+    head = data[:SNIFF_BYTES].decode("utf-8", "replace")
+    lines = [ln.strip() for ln in head.split("\n")[:SNIFF_LINES]]
+    lines = [ln for ln in lines if ln]
+    if len(data) > SNIFF_BYTES:
+        lines = lines[:-1]  # the sample cut the last one short
+    if len(lines) < MIN_SNIFF_LINES:
+        return None
+    rows = sum(map(_is_row, lines))
+    if rows >= ROW_SHARE * len(lines):
+        return f"{rows} of {len(lines)} sampled lines are numbers"
+    blobs = sum(1 for ln in lines if _BASE64_LINE.fullmatch(ln))
+    if blobs >= BASE64_SHARE * len(lines):
+        return f"{blobs} of {len(lines)} sampled lines are base64"
+    return None
+
+
+def content_class(rel_path: str, data: bytes) -> Optional[tuple[str, str]]:
+    """(SECRET or DATA, detail) for a file that was read and is not binary, or None if it may be indexed."""
+    why = secret_content(data)
+    if why:
+        return SECRET, why
+    why = data_content(rel_path, data)
+    if why:
+        return DATA, why
+    return None
