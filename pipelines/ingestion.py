@@ -75,7 +75,7 @@ def fingerprint(settings: Settings) -> str:
 
 def detect_changes(root: Path, state: IndexState, settings: Settings) -> ChangeSet:
     skips = SkipLog()
-    entries = walk(root, IgnoreMatcher(root), skips)
+    entries = walk(root, IgnoreMatcher(root, skips=skips), skips)  # notes the secrets and data it never opens
     manifest = state.files()
     candidates, unchanged = [], 0
     for e in entries:
