@@ -231,6 +231,7 @@ class CodeIndex:
                        else detect_changes(self.root, self.state, self.settings))
             s = run.summary
             s.files_seen, s.unchanged = len(changes.entries), changes.unchanged
+            s.skipped, s.skip_items = dict(changes.skips.counts), list(changes.skips.items)  # what the walk left
             sync(run, changes, fingerprint(self.settings), progress)
             self._paths = None
             return s
