@@ -132,3 +132,51 @@ def test_ignore_extra_patterns_apply_at_root(tmp_path: Path) -> None:
     root = write_files(tmp_path, {"a/b.tmp": "1,2\n"})
     assert IgnoreMatcher(root, extra_patterns=["*.tmp"]).is_ignored("a/b.tmp")
     assert not IgnoreMatcher(root).is_ignored("a/b.tmp")
+
+
+# -- secrets and data (issue 16) ------------------------------------------------------------------
+
+def test_ignore_secrets_are_a_hard_rule_no_negation_reaches(tmp_path: Path) -> None:
+    """Unlike built-in noise, a secret stays out whatever the user's ignore files say."""
+    root = write_files(tmp_path, {
+        ".gitignore": "!*.pem\n!.env\n",
+        ".coderagignore": "!id_rsa\n!certs/\n!.aws/credentials\n",
+        "certs/.gitignore": "!server.key\n",
+        "certs/server.pem": "pem\n", "certs/server.key": "key\n", ".env": "A=1\n", "deploy/id_rsa": "k\n",
+        ".aws/credentials": "[default]\n", "src/keys.py": "KEYS = {}\n",
+    })
+    m = IgnoreMatcher(root)
+    for rel in ("certs/server.pem", "certs/server.key", ".env", "deploy/id_rsa", ".aws/credentials"):
+        assert m.is_ignored(rel) and m.is_ignored_anywhere(rel), rel
+    assert not m.is_ignored("src/keys.py")
+    assert _walked(root) == {".gitignore", ".coderagignore", "certs/.gitignore", "src/keys.py"}
+
+
+def test_ignore_data_files_are_skipped_and_a_negation_brings_them_back(tmp_path: Path) -> None:
+    root = write_files(tmp_path, {
+        ".coderagignore": "!keep/*.csv\n",
+        "bench/results.csv": "a,b\n", "keep/table.csv": "a,b\n", "docs/logo.svg": "<svg/>\n",
+        "yarn.lock": "x\n", "Pipfile.lock": "{}\n", "composer.lock": "{}\n", "Gemfile.lock": "x\n",
+        "web/__snapshots__/App.test.js.snap": "exports[`a`] = `b`;\n", "tests/__snapshots__/view.txt": "v\n",
+        "nb/analysis.ipynb": "{}\n", "src/app.py": "A = 1\n",
+    })
+    skips = SkipLog()
+    walked = {e.rel_path for e in walk(root, IgnoreMatcher(root, skips=skips), skips)}
+    assert walked == {".coderagignore", "keep/table.csv", "src/app.py"}
+    assert skips.counts == {"data": 9}
+    assert ("bench/results.csv", "data", "matches *.csv") in skips.items
+    assert ("tests/__snapshots__/view.txt", "data", "matches **/__snapshots__/**") in skips.items
+
+
+def test_ignore_matcher_notes_secrets_and_data_but_not_the_users_own_rules(tmp_path: Path) -> None:
+    """A file the user ignores is no skip of ours; a secret is one even when the user ignores it too."""
+    root = write_files(tmp_path, {
+        ".gitignore": "*.csv\n.env\nbuild_out/\n",
+        "a.csv": "1\n", "b.tsv": "1\n", ".env": "A=1\n", "node_modules/x/.env": "B=2\n", "src/app.py": "A = 1\n",
+    })
+    skips = SkipLog()
+    walk(root, IgnoreMatcher(root, skips=skips), skips)
+    assert sorted((p, r) for p, r, _ in skips.items) == [(".env", "secret"), ("b.tsv", "data")]
+    # without a SkipLog the matcher notes nothing (the filter and the watcher ask it too)
+    m = IgnoreMatcher(root)
+    assert m.is_ignored(".env") and m.skips is None

@@ -85,6 +85,34 @@ def test_scan_read_text_file_skips_with_reason(tmp_path: Path, rel: str, data: b
     assert skips.counts == {reason: 1} and skips.items[0][0] == rel
 
 
+@pytest.mark.parametrize("rel, data, reason, detail", [
+    ("src/tls.py", b'KEY = """\n-----BEGIN RSA PRIVATE KEY-----\n' + b"MIIEowIBAAKCAQEAx9Zq4Lm2Vb8Rt1Nk3Pw7Yc5Ud0Ej6Hs\n" * 4
+     + b'-----END RSA PRIVATE KEY-----\n"""\n', "secret", "rsa private key block at line 2"),
+    ("ops/credentials", b"[prod]\naws_secret_access_key=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZmdo\n", "secret",
+     "AWS secret access key at line 2"),
+    ("bench/timings.txt", b"".join(b"%d %d.%d %d\n" % (i, i, i % 10, i * 7) for i in range(100)), "data",
+     "100 of 100 sampled lines are numbers"),
+    # a binary key store is skipped as binary before any content sniff: never decoded either way
+    ("store.txt", b"\x30\x82\x04\x00" + bytes(range(256)), "binary", ""),
+])
+def test_scan_read_text_file_skips_secrets_and_data_before_decoding(tmp_path: Path, rel: str, data: bytes,
+                                                                    reason: str, detail: str) -> None:
+    (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / rel).write_bytes(data)
+    skips = SkipLog()
+    assert read_text_file(_entry(tmp_path, rel), skips) is None
+    assert skips.items == [(rel, reason, detail)]
+
+
+def test_scan_read_text_file_keeps_a_readme_that_names_a_key_header(tmp_path: Path) -> None:
+    """The header alone (prose, backticks, a block with `...` for its body) holds no key: it is indexed."""
+    text = ("# TLS\n\nThe key file starts with `-----BEGIN PRIVATE KEY-----`:\n\n```\n-----BEGIN PRIVATE KEY-----\n"
+            "...\n-----END PRIVATE KEY-----\n```\n")
+    (tmp_path / "README.md").write_text(text)
+    ft = read_text_file(_entry(tmp_path, "README.md"), SkipLog())
+    assert ft is not None and ft.text == text
+
+
 def test_scan_read_text_file_too_large_is_not_read(tmp_path: Path) -> None:
     (tmp_path / "dump.sql").write_text("INSERT INTO t VALUES (1);\n" * 100)
     skips = SkipLog()

@@ -1,0 +1,139 @@
+"""file_classes: which names and contents are secrets or data, and which look alike but are code (issue 16)."""
+
+from __future__ import annotations
+
+import base64
+import random
+
+import pytest
+
+from coderag.nodes.file_classes import DATA, SECRET, content_class, data_content, secret_content, secret_name
+
+
+def fake_base64_lines(seed: int, n: int = 6, width: int = 64) -> str:
+    """Lines of base64 that look like a key's body (random bytes, fixed seed), not a real key."""
+    rnd = random.Random(seed)
+    blob = base64.b64encode(bytes(rnd.randrange(256) for _ in range(n * width))).decode()
+    return "\n".join(blob[i:i + width] for i in range(0, n * width, width))
+
+
+def pem(kind: str, seed: int = 1) -> str:
+    return f"-----BEGIN {kind}-----\n{fake_base64_lines(seed)}\n-----END {kind}-----\n"
+
+
+# -- by name ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rel", [
+    "certs/server.pem", "certs/server.key", "certs/client.p12", "certs/client.pfx", "certs/ca.crt",
+    "certs/ca.cer", "certs/ca.der", "android/release.keystore", "android/app.jks", "A/Server.PEM",
+    "deploy/id_rsa", "deploy/id_rsa.pub", "deploy/id_ed25519", "deploy/id_ecdsa_github", "id_dsa.old",
+    ".env", "web/.env", ".env.local", ".env.production", ".env.example", ".env.sample", "docker/prod.env",
+    ".envrc", ".netrc", ".pgpass", ".npmrc", ".pypirc", ".git-credentials", ".htpasswd",
+    ".aws/credentials", "ops/.aws/config", "home/.ssh/known_hosts", ".kube/config",
+    "infra/terraform.tfstate", "infra/terraform.tfstate.backup", "config/secrets.yml",
+    "client_secret_1234.apps.googleusercontent.com.json",
+])
+def test_file_classes_secret_names(rel: str) -> None:
+    assert secret_name(rel) is not None
+
+
+@pytest.mark.parametrize("rel", [
+    "nodes/keys.py", "src/key.go", "crypto/id_rsa.go", "auth/client_secret.py", "Makefile", "README.md",
+    "src/env.py", "config/environment.ts", "web/env.d.ts", "keys.json", "tests/fixtures/sample.json",
+    "docs/certificates.md", "pem.py", "credentials.py", "src/secrets_manager.py",
+])
+def test_file_classes_code_that_looks_like_a_secret_is_not(rel: str) -> None:
+    assert secret_name(rel) is None
+
+
+# -- by content: secrets ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, kind", [
+    (pem("RSA PRIVATE KEY"), "rsa private key"),
+    (pem("PRIVATE KEY"), "private key"),
+    (pem("EC PRIVATE KEY"), "ec private key"),
+    (pem("ENCRYPTED PRIVATE KEY"), "encrypted private key"),
+    (pem("OPENSSH PRIVATE KEY"), "openssh private key"),
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\n\n" + fake_base64_lines(2), "pgp private key block"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0A1B2C3D4E5F\n\n"
+     + fake_base64_lines(3), "rsa private key"),
+    # pasted into code: a Python string, and Go string concatenation with "\n" escapes
+    ('"""Test TLS."""\n\nKEY = """' + pem("RSA PRIVATE KEY", 4) + '"""\n', "rsa private key"),
+    ('var key = "-----BEGIN EC PRIVATE KEY-----\\n" +\n\t"' + fake_base64_lines(5, 1) + '\\n" +\n', "ec private key"),
+])
+def test_file_classes_private_key_blocks_anywhere(text: str, kind: str) -> None:
+    why = secret_content(text.encode())
+    assert why is not None and why.startswith(f"{kind} block at line ")
+
+
+def test_file_classes_secret_detail_names_the_line_never_the_text() -> None:
+    body = "import ssl\n\n\n" + pem("PRIVATE KEY", 6)
+    assert content_class("src/tls.py", body.encode()) == (SECRET, "private key block at line 4")
+    assert fake_base64_lines(6)[:20] not in content_class("src/tls.py", body.encode())[1]
+
+
+def test_file_classes_gcp_service_account_and_aws_keys() -> None:
+    key = fake_base64_lines(7).replace("\n", "\\n")
+    sa = ('{\n  "type": "service_account",\n  "project_id": "demo",\n  "private_key_id": "abc",\n'
+          f'  "private_key": "-----BEGIN PRIVATE KEY-----\\n{key}\\n-----END PRIVATE KEY-----\\n"\n}}\n')
+    assert secret_content(sa.encode()) == "private key block at line 5"
+    # with its key cut out, the account file still names a key: still a secret
+    assert secret_content(b'{"type": "service_account", "private_key_id": "abc"}') == "GCP service-account key"
+    aws = "[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n"
+    assert secret_content(aws.encode()) == "AWS secret access key at line 3"
+    assert secret_content(b'{"Credentials": {"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}}')
+
+
+@pytest.mark.parametrize("text", [
+    # a README that names the header in prose, or shows a block without its body
+    "Keys start with `-----BEGIN PRIVATE KEY-----` and end with `-----END PRIVATE KEY-----`.\n",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA...\n-----END RSA PRIVATE KEY-----\n",
+    "Paste `-----BEGIN OPENSSH PRIVATE KEY-----` into\n/api/v1/users/settings/notifications/email/preferences\n",
+    # code that reads a secret is code
+    "import os\nAWS_SECRET_ACCESS_KEY = os.environ['AWS_SECRET_ACCESS_KEY']\n",
+    "def load(cfg):\n    return cfg['aws_secret_access_key']\n",
+    'if header == "-----BEGIN RSA PRIVATE KEY-----":\n    return parse_rsa(lines)\n',
+    '{"type": "service_account"}\n',
+])
+def test_file_classes_text_about_secrets_is_not_a_secret(text: str) -> None:
+    assert secret_content(text.encode()) is None
+
+
+# -- by content: data -------------------------------------------------------------------------------
+
+def test_file_classes_rows_of_numbers_are_data_outside_code() -> None:
+    rows = "\n".join(f"{i}, {i * 0.25:.2f}, {i * 3 - 7}, 1e-{i % 9}" for i in range(300)).encode()
+    assert data_content("bench/timings.txt", rows) == "200 of 200 sampled lines are numbers"
+    assert content_class("data/points.yaml", rows)[0] == DATA
+    # the same numbers in code are a table the code owns
+    assert data_content("src/table.py", rows) is None
+    assert data_content("src/table.c", rows) is None
+
+
+def test_file_classes_base64_blobs_are_data() -> None:
+    blob = "\n".join(fake_base64_lines(i, 1, 76) for i in range(40)).encode()
+    assert data_content("assets/font.txt", blob) == "40 of 40 sampled lines are base64"
+
+
+def test_file_classes_big_json_yaml_xml_and_fixtures_are_data() -> None:
+    big = b'{"id": 1, "name": "widget", "tags": ["a", "b"]},\n' * 2000  # ~100 KB of records
+    assert data_content("api/dump.json", big).startswith("json of ")
+    assert data_content("k8s/all.yaml", big).startswith("yaml of ")
+    assert data_content("tests/fixtures/page.html", big).startswith("fixture of ")
+    assert data_content("pkg/testdata/golden.txt", big).startswith("fixture of ")
+    # ... but prose of that size outside fixtures (Django's docs are .txt) and code are not
+    assert data_content("docs/ref/models.txt", b"The QuerySet API reference, with examples.\n" * 3000) is None
+    assert data_content("tests/fixtures/big_module.py", big) is None
+
+
+@pytest.mark.parametrize("rel, text", [
+    ("tests/fixtures/sample.json", '{\n  "name": "sample",\n  "items": [\n' + '    {"id": "a", "label": "first"},\n' * 60
+     + '  ]\n}\n'),
+    ("requirements.txt", "".join(f"package{i}=={i}.0.{i}\n" for i in range(40))),
+    ("config/app.yaml", "".join(f"setting_{i}: value {i}\n" for i in range(40))),
+    ("Makefile", "test:\n\tpytest -q\n" * 30),
+    ("docs/guide.md", "| a | b |\n|---|---|\n" + "| 1 | 2 |\n" * 40),
+    ("short.txt", "1\n2\n3\n"),
+])
+def test_file_classes_ordinary_files_are_not_data(rel: str, text: str) -> None:
+    assert content_class(rel, text.encode()) is None
