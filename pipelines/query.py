@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from coderag.globs import FilePattern
+from coderag.nodes.query_reader import read_query
 from coderag.nodes.keys import (END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, LAST_MODIFIED_KEY,
                                 START_LINE_KEY, SYMBOL_KEY)
 from coderag.postprocessors.payload import (NO_RESULTS_HINTS, SearchResult, SearchResults, budget_message,
@@ -119,24 +120,72 @@ def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filt
 
     r = index.settings.retrieval
     exact = opts.keywords if opts.requires_exact_match else []
+    reading = read_query(opts.query) if r.read_queries else None
+    long = reading is not None and reading.is_long
     legs, weights = [], []
     if opts.retriever in (RetrieverMode.Hybrid, RetrieverMode.Dense):
         legs.append(DenseRetriever(index.vector_store, index.embed_model, r.dense_top_k, filters=filters,
-                                   exact_keywords=exact, timings=timings, light=light))
+                                   exact_keywords=exact, timings=timings, light=light,
+                                   query_text=reading.dense_text if long else None))
         weights.append(r.dense_weight)
     if opts.retriever in (RetrieverMode.Hybrid, RetrieverMode.BM25):
+        bm25_text = reading.bm25_text if long else None
         legs.append(SparseRetriever(index.vector_store, r.sparse_top_k, boost_terms=opts.keywords, filters=filters,
-                                    exact_keywords=exact, timings=timings, light=light))
+                                    exact_keywords=exact, timings=timings, light=light, query_text=bm25_text))
         weights.append(r.sparse_weight)
+        named = named_files(index, reading, opts) if long and r.named_files_weight else []
+        if named:  # the files a traceback or the text names: searched on their own, so they are never out of reach
+            legs.append(SparseRetriever(index.vector_store, r.sparse_top_k, filters=_and(filters, named),
+                                        exact_keywords=exact, timings=timings, light=light, query_text=bm25_text))
+            weights.append(r.named_files_weight)
     fusion = WeightedRRFFusionRetriever(
         legs, retriever_weights=weights, llm=_no_llm(), mode="reciprocal_rerank", num_queries=1, use_async=False,
         similarity_top_k=opts.top_k or r.fusion_top_k, keywords=opts.keywords, keyword_boost=r.keyword_boost,
-        tests_docs_weight=r.tests_docs_weight, timings=timings, while_embedding=while_embedding)
+        tests_docs_weight=r.tests_docs_weight, timings=timings, while_embedding=while_embedding,
+        identifiers=reading.definitions if long else None,
+        noise_weight=r.report_noise_weight if long else 1.0)
     if not opts.auto_merge:
         return fusion
     return BoundedAutoMergingRetriever(fusion, index.storage_context, simple_ratio_thresh=r.merge_ratio,
                                        max_parent_lines=r.max_parent_lines,
                                        min_score_ratio=r.merge_min_score_ratio, timings=timings)
+
+
+def named_files(index: "CodeIndex", reading, opts: SearchOptions) -> list[str]:
+    """Indexed files that a long query names (traceback frames first, then paths and dotted modules),
+    within the request's file_pattern; at most MAX_NAMED_FILES."""
+    from coderag.nodes.query_reader import as_path, path_matches
+
+    names = list(dict.fromkeys([f.path for f in reversed(reading.frames)] + reading.paths))
+    if not names:
+        return []
+    by_name: dict[str, list[str]] = {}
+    for p in index.indexed_paths():
+        by_name.setdefault(p.rsplit("/", 1)[-1], []).append(p)
+    allowed = FilePattern(opts.file_pattern).matches if opts.file_pattern else (lambda p: True)
+    out: list[str] = []
+    for name in names:
+        found = [p for p in by_name.get(as_path(name).rsplit("/", 1)[-1], []) if allowed(p) and path_matches(p, name)]
+        if len(found) > MAX_FILES_PER_NAME:
+            continue  # `core.py` alone names no file of a repository that has twenty
+        out.extend(p for p in found if p not in out)
+        if len(out) >= MAX_NAMED_FILES:
+            break
+    return out[:MAX_NAMED_FILES]
+
+
+MAX_NAMED_FILES = 12
+MAX_FILES_PER_NAME = 2
+
+
+def _and(filters, paths: list[str]):
+    """`filters` narrowed to `paths`."""
+    from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+
+    cond = MetadataFilter(key=FILE_PATH_KEY, operator=FilterOperator.IN, value=paths)
+    if filters is None:
+        return MetadataFilters(filters=[cond])
+    return MetadataFilters(filters=[*filters.filters, cond])
 
 
 def _filters(index: "CodeIndex", opts: SearchOptions):

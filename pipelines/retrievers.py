@@ -7,10 +7,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.constants import DATA_KEY, DEFAULT_SIMILARITY_TOP_K
-from llama_index.core.llms.llm import LLM
+from llama_index.core.constants import DATA_KEY
 from llama_index.core.retrievers import AutoMergingRetriever, QueryFusionRetriever
-from llama_index.core.retrievers.fusion_retriever import FUSION_MODES, QUERY_GEN_PROMPT
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.storage.docstore.keyval_docstore import KVDocumentStore
 from llama_index.core.storage.docstore.utils import json_to_doc
@@ -106,15 +104,20 @@ class _StoreRetriever(BaseRetriever):
 
     def __init__(self, vector_store: Any, similarity_top_k: int, filters: Optional[MetadataFilters] = None,
                  exact_keywords: Sequence[str] = (), timings: Optional[Dict[str, float]] = None,
-                 light: bool = False) -> None:
+                 light: bool = False, query_text: Optional[str] = None) -> None:
         super().__init__()
         self._store = vector_store
+        self._query_text = query_text  # what this leg searches instead of the query (see nodes/query_reader.py)
         self._top_k = similarity_top_k
         self._filters = filters
         self._exact = list(exact_keywords)
         self.timings = timings if timings is not None else {}
         # Light nodes (text, metadata, source and parent: all a search reads), where the store has them.
         self._query_kwargs = {"light": True} if light and getattr(vector_store, "supports_light_nodes", False) else {}
+
+    def text_of(self, query_bundle: QueryBundle) -> str:
+        """The text this leg searches for the query: its own reading of it, or the query as it is."""
+        return self._query_text or query_bundle.query_str
 
     def _wrap(self, result) -> List[NodeWithScore]:
         out = []
@@ -140,7 +143,7 @@ class DenseRetriever(_StoreRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         t0 = time.perf_counter()
-        emb = query_bundle.embedding or self._embed_model.get_query_embedding(query_bundle.query_str)
+        emb = query_bundle.embedding or self._embed_model.get_query_embedding(self.text_of(query_bundle))
         t1 = time.perf_counter()
         res = self._store.query(VectorStoreQuery(query_embedding=emb, similarity_top_k=self._top_k,
                                                  filters=self._filters), **self._query_kwargs)
@@ -160,7 +163,7 @@ class SparseRetriever(_StoreRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         t0 = time.perf_counter()
-        text = " ".join([query_bundle.query_str, *self._boost_terms])
+        text = " ".join([self.text_of(query_bundle), *self._boost_terms])
         res = self._store.query(VectorStoreQuery(query_str=text, mode=VectorStoreQueryMode.SPARSE,
                                                  similarity_top_k=self._top_k, sparse_top_k=self._top_k,
                                                  filters=self._filters), **self._query_kwargs)
@@ -173,15 +176,23 @@ _TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing"
 _TEST_FILE = re.compile(r"(^test_.*|.*_test\.\w+|.*\.(test|spec)\.\w+|conftest\.py)$")
 
 
-def _takes_llm_as_is(args: tuple, kwargs: dict) -> bool:
-    return len(args) <= 1 and isinstance(kwargs.get("llm"), LLM)
-
-
 def is_tests_or_docs(path: str, language: str) -> bool:
     """Tests, docs and plain text: usually not where a behaviour is implemented."""
     parts = path.split("/")
     return (language in _DOC_LANGUAGES or any(p in _TEST_DIRS for p in parts[:-1])
             or _TEST_FILE.match(parts[-1]) is not None or parts[0] in ("doc", "docs"))
+
+
+_NOISE_NAMES = re.compile(r"^(changelog|changes|history|news|release[-_ ]?notes|whatsnew|authors|contributors"
+                          r"|code_of_conduct|contributing)([-_.].*)?$", re.I)
+
+
+def is_report_noise(path: str) -> bool:
+    """Files a bug report resembles without being where it is fixed: issue and PR templates, changelogs
+    and release notes (they quote past reports), contributor lists."""
+    parts = path.split("/")
+    return (parts[0] in (".github", ".gitlab") or _NOISE_NAMES.match(parts[-1]) is not None
+            or any(p in ("changelog", "changes", "whatsnew", "release-notes", "changelog.d") for p in parts[:-1]))
 
 
 class WeightedRRFFusionRetriever(QueryFusionRetriever):
@@ -193,14 +204,16 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
 
     def __init__(self, *args: Any, rrf_k: float = DEFAULT_RRF_K, keywords: Sequence[str] = (),
                  keyword_boost: float = 0.5, definition_boost: float = DEFAULT_DEFINITION_BOOST,
-                 tests_docs_weight: float = 1.0, timings: Optional[Dict[str, float]] = None,
+                 tests_docs_weight: float = 1.0, identifiers: Optional[Sequence[str]] = None,
+                 noise_weight: float = 1.0, timings: Optional[Dict[str, float]] = None,
                  while_embedding: Optional[Callable[[List[NodeWithScore]], None]] = None,
                  **kwargs: Any) -> None:
-        if _takes_llm_as_is(args, kwargs):
-            self._init_without_resolving_llm(*args, **kwargs)
-        else:
-            super().__init__(*args, **kwargs)
+        super().__init__(*args, **kwargs)
         self._tests_docs_weight = tests_docs_weight
+        # A long report's reading names the functions of its traceback: their definitions are boosted, not
+        # those of every compound word it pastes. None: the identifiers the query spells.
+        self._identifiers = list(identifiers) if identifiers is not None else None
+        self._noise_weight = noise_weight  # issue templates, changelogs: what a report matches but never fixes
         self._rrf_k = rrf_k
         self._keywords = list(keywords)
         self._keyword_boost = keyword_boost
@@ -209,23 +222,6 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         # Work on the other legs' results that the caller wants done while a helper process embeds the query
         # (run_search checks their files): time the main thread would otherwise spend waiting.
         self._while_embedding = while_embedding
-
-    def _init_without_resolving_llm(self, retrievers: List[BaseRetriever], llm: LLM,
-                                    mode: FUSION_MODES = FUSION_MODES.SIMPLE,
-                                    similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
-                                    num_queries: int = 4, use_async: bool = True, verbose: bool = False,
-                                    retriever_weights: Optional[List[float]] = None,
-                                    query_gen_prompt: Optional[str] = None, **kwargs: Any) -> None:
-        """QueryFusionRetriever.__init__ (llama-index-core 0.14), less `resolve_llm`, which tries and fails
-        to import LangChain twice on every call (0.3 ms a search) to return an LLM instance unchanged."""
-        self.num_queries, self.similarity_top_k, self.use_async = num_queries, similarity_top_k, use_async
-        self.query_gen_prompt = query_gen_prompt or QUERY_GEN_PROMPT
-        self.mode = mode
-        self._retrievers = retrievers
-        weights = retriever_weights or [1.0] * len(retrievers)
-        self._retriever_weights = [w / sum(weights) for w in weights]
-        self._llm = llm
-        BaseRetriever.__init__(self, verbose=verbose, **kwargs)
 
     def _run_sync_queries(self, queries: List[QueryBundle]) -> Dict[Tuple[str, int], List[NodeWithScore]]:
         """The dense legs' query embeddings start first, in the embedding model's helper process when it
@@ -238,7 +234,7 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         for q in queries:
             for i, r in enumerate(self._retrievers):
                 if isinstance(r, DenseRetriever) and q.embedding is None:
-                    pending[(q.query_str, i)] = r.start_embedding(q.query_str)
+                    pending[(q.query_str, i)] = r.start_embedding(r.text_of(q))
         results: Dict[Tuple[str, int], List[NodeWithScore]] = {}
         try:
             for q in queries:
@@ -284,17 +280,21 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                 text = nws.node.get_content()
                 hits = sum(1 for k in self._keywords if k in text)
                 fused[nid] *= 1.0 + self._keyword_boost * hits / len(self._keywords)
-        idents = [i for q in dict.fromkeys(q for q, _ in results) for i in query_identifiers(q)]
+        idents = self._identifiers if self._identifiers is not None else [
+            i for q in dict.fromkeys(q for q, _ in results) for i in query_identifiers(q)]
         if idents and self._definition_boost:
             for nid, nws in by_id.items():
                 symbol = nws.node.metadata.get(SYMBOL_KEY) or ""
                 hits = sum(1 for i in idents if defines(symbol, i))
                 fused[nid] *= 1.0 + self._definition_boost * hits / len(idents)
-        if self._tests_docs_weight != 1.0:
+        if self._tests_docs_weight != 1.0 or self._noise_weight != 1.0:
             for nid, nws in by_id.items():
                 m = nws.node.metadata
-                if is_tests_or_docs(m.get(FILE_PATH_KEY, ""), m.get(LANGUAGE_KEY, "")):
+                path = m.get(FILE_PATH_KEY, "")
+                if is_tests_or_docs(path, m.get(LANGUAGE_KEY, "")):
                     fused[nid] *= self._tests_docs_weight
+                if self._noise_weight != 1.0 and is_report_noise(path):
+                    fused[nid] *= self._noise_weight
         out = []
         for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True):
             nws = by_id[nid]

@@ -159,28 +159,6 @@ def test_retrievers_fusion_is_weighted_rrf(index) -> None:
     assert len({n.node.node_id for n in fused}) == len(fused)
 
 
-def test_retrievers_fusion_built_without_resolve_llm_is_built_like_core(index) -> None:
-    """Given an LLM instance the fusion retriever skips core's `resolve_llm` (see its __init__): every
-    attribute core's QueryFusionRetriever.__init__ sets must still come out the same."""
-    from llama_index.core.llms import MockLLM
-    from llama_index.core.retrievers import QueryFusionRetriever
-
-    llm = MockLLM()
-    legs = [DenseRetriever(index.vector_store, index.embed_model, 5), SparseRetriever(index.vector_store, 5)]
-    for kw in (dict(mode="reciprocal_rerank", num_queries=1, use_async=False, similarity_top_k=7,
-                    retriever_weights=[1.25, 1.0]), {}):
-        ours, core = WeightedRRFFusionRetriever(legs, llm=llm, **kw), QueryFusionRetriever(legs, llm=llm, **kw)
-        extra = {"_tests_docs_weight", "_rrf_k", "_keywords", "_keyword_boost", "_definition_boost", "timings",
-                 "_while_embedding"}
-        mine = {k: v for k, v in vars(ours).items() if k not in extra}
-        assert mine.keys() == vars(core).keys()
-        for key, value in vars(core).items():
-            if key == "callback_manager":
-                assert type(mine[key]) is type(value) and mine[key].handlers == value.handlers
-            else:
-                assert mine[key] == value, key
-
-
 @pytest.mark.parametrize("weights, leg", [((1.0, 0.0), "dense"), ((0.0, 1.0), "bm25")])
 def test_retrievers_fusion_honours_leg_weights(index, weights, leg) -> None:
     q = "drop the oldest entries when the cache is full"
