@@ -28,7 +28,6 @@ STEP_MS = 20
 NOT_WATCHED = frozenset({INDEX_DIR_NAME, ".git"})  # our own writes, and git's (its events were dropped anyway)
 BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 HEALTHY_S = 60.0  # a watcher that ran this long before dying starts its backoff over
-OPEN_TRIES = 5
 
 OnChanges = Callable[[list[str], bool], None]  # (POSIX paths relative to the root, rescan the whole tree)
 
@@ -116,20 +115,17 @@ class TreeWatcher:
 
     # -- watching ---------------------------------------------------------------------------------------
     def _open(self):
-        """A RustNotify over the planned folders; a folder that vanishes while it is set up re-plans."""
+        """A RustNotify over the planned folders, each watched alone (not recursive). It passes over folders
+        it cannot read and folders that vanish while it is set up (their parent's event re-plans), so a root
+        that is gone is checked here: an error, and the supervisor tries again later."""
         from watchfiles._rust_notify import RustNotify
 
-        for attempt in range(OPEN_TRIES):
-            dirs = plan_dirs(self.root)
-            try:
-                notify = RustNotify(dirs, False, False, 50, False, True)  # not recursive; skip unreadable folders
-            except FileNotFoundError:
-                if attempt == OPEN_TRIES - 1:
-                    raise
-                continue
-            self.dirs = set(dirs)
-            return notify
-        raise AssertionError("unreachable")
+        if not os.path.isdir(self.root):
+            raise FileNotFoundError(f"the repository folder {self.root} is gone")
+        dirs = plan_dirs(self.root)
+        notify = RustNotify(dirs, False, False, 50, False, True)
+        self.dirs = set(dirs)
+        return notify
 
     def _watch(self) -> None:
         from watchfiles._rust_notify import WatchfilesRustInternalError

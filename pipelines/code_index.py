@@ -106,7 +106,7 @@ class CodeIndex:
         stop = getattr(self._embed_model, "stop_process", None)
         if stop is not None:
             stop()
-        with self.ingest_lock:
+        with self.ingest_lock, private_umask():  # closing the shard rewrites its segment files: 0600
             if self._store is not None and hasattr(self._store, "close"):
                 self._store.close()
             self._store = self._storage_context = None
