@@ -286,9 +286,10 @@ class Ingestion:
                 self.summary.nodes += len(file_nodes)
                 self.summary.duplicates += sum(1 for n in leaves if n.metadata.get("duplicate_of"))
         # Files skipped before the pipeline (binary, encoding, ...) are remembered so they are not re-read.
+        # One that vanished is not: it has no row to keep (its old chunks, if any, were forgotten above).
         for path, reason, _ in skips.items:
             e = next((x for x in batch if x.rel_path == path), None)
-            if e is not None and path not in stats:
+            if e is not None and path not in stats and reason != "vanished":
                 self.state.put_file(FileRecord(path, e.size, e.mtime_ns, None, None, reason, 0, 0))
         self._new_points += sum(1 for n in nodes if n.embedding is not None or not self.dense)
         self.state.clear_inflight(stats)

@@ -40,3 +40,37 @@ def test_recovery_inflight_batch_is_undone(tiny_repo):
         assert state.file(path).status == "indexed"
     finally:
         state.close()
+
+
+def test_files_that_vanish_during_a_run_are_not_pending_deletions(tiny_repo):
+    """Files deleted between the walk and their read were never indexed: status must not call them deleted."""
+    from click.testing import CliRunner
+
+    from coderag.cli import main
+    from coderag.pipelines.ingestion import BATCH_FILES
+
+    names = [f"gen/mod_{i:03d}.py" for i in range(BATCH_FILES + 30)]
+    for i, rel in enumerate(names):
+        p = tiny_repo / rel
+        p.parent.mkdir(exist_ok=True)
+        p.write_text(f"def generated_{i}():\n    return {i}\n")
+    doomed = names[-30:]  # sorted after the first batch: unread when it commits
+
+    def progress(phase, done, total):
+        if phase == "files" and 0 < done < total:
+            for rel in doomed:
+                (tiny_repo / rel).unlink(missing_ok=True)
+
+    s = index_repository(tiny_repo, progress=progress)
+    assert s.skipped.get("vanished") == 30, s.skipped
+    res = CliRunner().invoke(main, ["status", str(tiny_repo)])
+    assert res.exit_code == 0, res.output
+    assert "pending:     none, the index is up to date" in res.output, res.output
+    state = IndexState(index_dir(tiny_repo) / DB_NAME, readonly=True)
+    try:
+        assert not set(doomed) & set(state.files())
+    finally:
+        state.close()
+    (tiny_repo / names[0]).unlink()  # a file that was indexed and is gone now: that one is pending
+    res = CliRunner().invoke(main, ["status", str(tiny_repo)])
+    assert "pending:     0 new or modified, 1 deleted" in res.output, res.output
