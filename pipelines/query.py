@@ -6,8 +6,9 @@ import time
 from enum import Enum
 from typing import TYPE_CHECKING, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from coderag.agent_text import surrogate_problem
 from coderag.globs import FilePattern
 from coderag.nodes.query_reader import read_query
 from coderag.nodes.keys import (END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, LAST_MODIFIED_KEY,
@@ -21,6 +22,12 @@ if TYPE_CHECKING:
 
 MAX_TOKENS_LIMIT = 20_000
 MIN_TOKENS = 50
+# What of a query is searched. Reading (nodes/query_reader.py) and BM25 grow with the text: a 1 MB query took
+# 2 s, for nothing, since the dense leg sees ~256 tokens and BM25 a bag of terms. 20,000 characters hold a bug
+# report with its whole traceback; the rest is cut, and the payload says so.
+QUERY_SEARCH_CHARS = 20_000
+MAX_KEYWORD_CHARS = 200
+MAX_KEYWORDS = 16
 
 
 class RetrieverMode(str, Enum):
@@ -51,19 +58,46 @@ class SearchOptions(BaseModel):
     merge_adjacent: bool = Field(default=True, description="Merge chunks of one file that touch.")
     format: OutputFormat = Field(default=OutputFormat.Xml, description="Payload format the budget is counted in.")
 
+    _query_chars: int = PrivateAttr(default=0)  # the length of a query longer than QUERY_SEARCH_CHARS
+
     @field_validator("query")
     @classmethod
     def _query_not_empty(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("query is empty: describe what you are looking for, e.g. 'where are failed logins retried'")
+        problem = surrogate_problem("query", v)
+        if problem:
+            raise ValueError(problem)
         return v.strip()
+
+    @model_validator(mode="after")
+    def _cut_long_query(self) -> "SearchOptions":
+        if len(self.query) > QUERY_SEARCH_CHARS:
+            self._query_chars = len(self.query)
+            self.query = self.query[:QUERY_SEARCH_CHARS]
+        return self
+
+    @property
+    def query_note(self) -> str:
+        """Said in the payload when the query was cut for search."""
+        if not self._query_chars:
+            return ""
+        return (f"Only the first {QUERY_SEARCH_CHARS} of the query's {self._query_chars} characters were searched: "
+                "keep the error, the frames and the words that matter, and put identifiers in keywords.")
 
     @field_validator("keywords")
     @classmethod
     def _clean_keywords(cls, v: list[str]) -> list[str]:
         out = [k.strip() for k in v if k and k.strip()]
-        if len(out) > 16:
-            raise ValueError("at most 16 keywords")
+        if len(out) > MAX_KEYWORDS:
+            raise ValueError(f"at most {MAX_KEYWORDS} keywords ({len(out)} given): keep the identifiers that matter most")
+        for i, k in enumerate(out):
+            problem = surrogate_problem(f"keywords[{i}]", k)
+            if problem:
+                raise ValueError(problem)
+            if len(k) > MAX_KEYWORD_CHARS:
+                raise ValueError(f"keywords[{i}] ({k[:40]!r}…) has {len(k)} characters; at most {MAX_KEYWORD_CHARS}: "
+                                 "a keyword is one exact identifier, error code or config key; put prose in query")
         return out
 
     @field_validator("file_pattern")
@@ -71,6 +105,9 @@ class SearchOptions(BaseModel):
     def _valid_glob(cls, v: Optional[str]) -> Optional[str]:
         if v is None or not v.strip():
             return None
+        problem = surrogate_problem("file_pattern", v)
+        if problem:
+            raise ValueError(problem)
         FilePattern(v)  # raises ValueError with examples
         return v.strip()
 
@@ -154,7 +191,7 @@ def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filt
 def named_files(index: "CodeIndex", reading, opts: SearchOptions) -> list[str]:
     """Indexed files that a long query names (traceback frames first, then paths and dotted modules),
     within the request's file_pattern; at most MAX_NAMED_FILES."""
-    from coderag.nodes.query_reader import as_path, path_matches
+    from coderag.nodes.query_reader import as_paths, path_matches
 
     names = list(dict.fromkeys([f.path for f in reversed(reading.frames)] + reading.paths))
     if not names:
@@ -165,7 +202,8 @@ def named_files(index: "CodeIndex", reading, opts: SearchOptions) -> list[str]:
     allowed = FilePattern(opts.file_pattern).matches if opts.file_pattern else (lambda p: True)
     out: list[str] = []
     for name in names:
-        found = [p for p in by_name.get(as_path(name).rsplit("/", 1)[-1], []) if allowed(p) and path_matches(p, name)]
+        found = [p for alt in as_paths(name) for p in by_name.get(alt.rsplit("/", 1)[-1], [])
+                 if allowed(p) and path_matches(p, name)]
         if len(found) > MAX_FILES_PER_NAME:
             continue  # `core.py` alone names no file of a repository that has twenty
         out.extend(p for p in found if p not in out)
@@ -319,7 +357,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     count = index.count_tokens
     render_one, render_all = _renderers(opts.format)
     frame = SearchResults([], **meta, total_hits=total, tokens=opts.max_tokens, latency_ms=99999.0,
-                          freshness=freshness, message="")
+                          freshness=freshness, message=opts.query_note)
     frame_tokens = count(render_all(frame)) + 8
 
     def result(nws, text, truncated):
@@ -340,7 +378,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     copies = index.other_locations_of(n.node.node_id for n in packed)
     results = [_to_result(n, stale, copies.get(n.node.node_id, [])) for n in packed]
     out = SearchResults(results, **meta, total_hits=total, tokens=opts.max_tokens, freshness=freshness,
-                        timings=timings)
+                        timings=timings, message=opts.query_note)
 
     def tokens_of(res: SearchResults) -> int:
         return coster.payload_tokens(res, packed, render_all)
@@ -372,6 +410,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
         # Candidates that survived merging but not packing: the budget, not the query, is the problem.
         out.message = budget_message(total, opts.max_tokens) if nodes else no_results_message(
             opts.query, opts.file_pattern, opts.keywords, opts.requires_exact_match)
+        out.message = " ".join(m for m in (opts.query_note, out.message) if m)
         _measure(out, tokens_of, t0)
         if out.tokens > opts.max_tokens:
             out.compact = True  # the frame alone is larger than a tiny budget: the message only

@@ -15,6 +15,24 @@ NO_RESULTS_HINTS = [
 ]
 
 
+QUERY_ECHO_CHARS = 200
+
+
+def query_echo(query: str) -> str:
+    """The query as the payload repeats it: the agent wrote it, so a long one is cut (a 1 MB query once filled
+    the budget and left no room for results).
+
+    Examples:
+        >>> query_echo("where is the retry")
+        'where is the retry'
+        >>> query_echo("x" * 5000)[-23:]
+        'xxxx… (5000 characters)'
+    """
+    if len(query) <= QUERY_ECHO_CHARS:
+        return query
+    return f"{query[:QUERY_ECHO_CHARS]}… ({len(query)} characters)"
+
+
 @dataclass
 class SearchResult:
     """One block of code: exact lines start_line..end_line of file_path (POSIX, relative to the root)."""
@@ -67,7 +85,7 @@ class SearchResults(list):
         return render_text(self)
 
     def __repr__(self) -> str:
-        return f"SearchResults(query={self.query!r}, returned={len(self)}, total_hits={self.total_hits})"
+        return f"SearchResults(query={query_echo(self.query)!r}, returned={len(self)}, total_hits={self.total_hits})"
 
 
 # C0 controls other than tab, LF and CR are not allowed in XML 1.0, not even as character references.
@@ -114,7 +132,7 @@ def render_result_xml(r: SearchResult) -> str:
 
 def render_xml_frame(res: SearchResults, returned: int, tokens: int) -> tuple[str, str]:
     head = ("<search_results>\n  <meta>\n"
-            f"    <query>{_x(res.query)}</query>\n"
+            f"    <query>{_x(query_echo(res.query))}</query>\n"
             f"    <total_hits>{res.total_hits}</total_hits>\n"
             f"    <returned_hits>{returned}</returned_hits>\n"
             f"    <tokens>{tokens}</tokens>\n"
@@ -138,7 +156,7 @@ def render_json(res: SearchResults, indent: Optional[int] = None) -> str:
     if res.compact and not res:
         return json.dumps({"total_hits": res.total_hits, "returned": 0, "tokens": res.tokens, "results": [],
                            "message": res.message}, ensure_ascii=False, indent=indent)
-    doc = {"query": res.query, "root": res.root, "strategy": res.strategy, "total_hits": res.total_hits,
+    doc = {"query": query_echo(res.query), "root": res.root, "strategy": res.strategy, "total_hits": res.total_hits,
            "returned": len(res), "tokens": res.tokens, "latency_ms": round(res.latency_ms, 1),
            "freshness": res.freshness, "results": [asdict(r) for r in res]}
     if res.message:
@@ -171,4 +189,4 @@ def no_results_message(query: str, file_pattern: Optional[str], keywords: list[s
         hints.insert(0, f"Nothing matched inside file_pattern {file_pattern!r}: try without it.")
     if exact and keywords:
         hints.insert(0, f"No chunk contains all of {keywords!r} exactly: try requires_exact_match=false.")
-    return f"No results for {query!r}. " + " ".join(hints)
+    return f"No results for {query_echo(query)!r}. " + " ".join(hints)

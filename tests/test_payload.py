@@ -254,3 +254,39 @@ def test_payload_text_format() -> None:
     assert "── b.py:1-1  f  [0.5000]\nX = 1\n" in out
     assert out.endswith("2 of 7 hits, 42 tokens, 12 ms (bm25 + token-packing)\n")
     assert render_text(SearchResults([], query="q", message="No results for 'q'.")) == "No results for 'q'.\n"
+
+
+# -- a huge query ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["xml", "json"])
+def test_payload_a_huge_query_is_echoed_cut_and_still_gets_results(index, fmt: str) -> None:
+    """A 1 MB query was echoed whole into <query>: the frame alone passed max_tokens and no result fitted
+    (and reading and searching all of it took 2 s)."""
+    import time
+
+    from coderag.pipelines.query import QUERY_SEARCH_CHARS
+    from coderag.postprocessors.payload import QUERY_ECHO_CHARS
+
+    query = "round the sales tax to whole cents " * 30_000  # 1,050,000 characters
+    t0 = time.perf_counter()
+    res = index.search(query, max_tokens=1500, format=fmt)
+    elapsed = time.perf_counter() - t0
+    payload = res.to_xml() if fmt == "xml" else res.to_json()
+    assert res and res[0].file_path == "src/billing/invoice.py"
+    assert res.tokens == index.count_tokens(payload) <= 1500
+    echoed = parse_xml(payload).findtext("meta/query") if fmt == "xml" else json.loads(payload)["query"]
+    assert echoed == f"{res.query[:QUERY_ECHO_CHARS]}… ({QUERY_SEARCH_CHARS} characters)"
+    assert res.query == query.strip()[:QUERY_SEARCH_CHARS]  # what was searched
+    # ... and the payload says how much of it.
+    message = parse_xml(payload).findtext("message") if fmt == "xml" else json.loads(payload)["message"]
+    assert f"first {QUERY_SEARCH_CHARS} of the query's {len(query.strip())} characters" in message
+    assert elapsed < 2.0, f"{elapsed:.2f} s for a 1 MB query"
+
+
+def test_payload_query_echo_caps_in_no_results_and_repr() -> None:
+    long = "where is it " * 1000
+    msg = no_results_message(long, None, [], False)
+    assert len(msg) < 600 and f"({len(long)} characters)" in msg
+    assert len(repr(SearchResults([], query=long))) < 300
+    short = SearchResults([], query="where are failed logins retried", total_hits=0)
+    assert parse_xml(render_xml(short)).findtext("meta/query") == "where are failed logins retried"
