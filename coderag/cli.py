@@ -384,8 +384,10 @@ def status(path: Path) -> None:
 @main.command("eval")
 @click.option("--dataset", default="all", show_default=True, metavar="NAME|PATH|all",
               help="A dataset of eval/datasets (e.g. click), a .jsonl file, or all of them.")
-@click.option("--variants", default="bm25,dense,hybrid,full,ripgrep", show_default=True,
-              help="Comma-separated, among bm25, dense, hybrid, full, ripgrep.")
+@click.option("--variants", default="bm25,dense,hybrid,full,ripgrep,li-bm25,bm25-window", show_default=True,
+              help="Comma-separated, among bm25, dense, hybrid, full, ripgrep, li-bm25 (LlamaIndex's BM25Retriever "
+                   "over the same leaves), bm25-window (BM25 over 40-line windows of code files). Without dense, "
+                   "hybrid and full, corpora are indexed BM25-only (no embedding).")
 @click.option("--max-tokens", type=click.IntRange(50, 20_000), default=4000, show_default=True,
               help="Budget of the packed payload (full, and the payload share of every variant).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -394,18 +396,21 @@ def status(path: Path) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="retrieval.KEY=VALUE",
               help="Change a retrieval setting for this run, e.g. --set retrieval.dense_weight=2 (repeatable).")
 @click.option("--corpus-root", "corpus_roots", multiple=True, metavar="NAME=PATH",
-              help="Index PATH for corpus NAME instead of fetching the pinned corpus (repeatable).")
+              help="Index PATH for corpus NAME instead of fetching the pinned corpus; for a snapshot corpus "
+                   "(swebench-dev), the folder of its snapshots, else $CODERAG_SWEBENCH_DIR (repeatable).")
 def eval_command(dataset: str, variants: str, max_tokens: int, out: Path | None, limit: int | None,
                  overrides: tuple[str, ...], corpus_roots: tuple[str, ...]) -> None:
     """Score retrieval on labelled queries: recall@k, MRR, nDCG, tokens and latency per variant.
 
     Indexes each corpus once (in <corpus>/.coderag, reused when up to date), runs every query through
-    every variant, prints Markdown tables and writes per-query results to --out.
+    every variant, prints Markdown tables (all, tune and held-out splits, each kind, each corpus) and
+    writes per-query results to --out. With --dataset all, a dataset whose local snapshots are not on
+    this machine (swebench-dev: see its prepare.sh) is skipped with a note.
     """
     import datetime
 
     # Deferred: the eval pulls the datasets, the runner and (through it) LlamaIndex only when it runs.
-    from coderag.eval.corpora import CorpusError, cache_dir, fetch
+    from coderag.eval.corpora import SNAPSHOTS, CorpusError, CorpusMissingError, cache_dir, fetch
     from coderag.eval.datasets import DatasetError, list_datasets, load_dataset
     from coderag.eval.report import markdown_report, write_run
     from coderag.eval.runner import VARIANTS, StatusLine, parse_overrides, run_eval
@@ -432,8 +437,19 @@ def eval_command(dataset: str, variants: str, max_tokens: int, out: Path | None,
     queries = []
     try:
         for name in names:
-            queries.extend(load_dataset(name)[:limit])
-    except DatasetError as exc:
+            qs = load_dataset(name)[:limit]
+            # A snapshot corpus is made by hand (prepare.sh): without it, "all" goes on without that dataset.
+            absent = [c for c in dict.fromkeys(q.corpus for q in qs) if c in SNAPSHOTS
+                      and not (roots[c] if c in roots else SNAPSHOTS[c].folder()).is_dir()]
+            if absent and dataset == "all":
+                folder = SNAPSHOTS[absent[0]].folder()
+                click.echo(f"skipping dataset {Path(name).stem}: the snapshots of {absent[0]} are not in {folder} "
+                           f"(make them with its prepare.sh, or set {SNAPSHOTS[absent[0]].env})", err=True)
+                continue
+            if absent:
+                raise CorpusMissingError(SNAPSHOTS[absent[0]].missing_message(SNAPSHOTS[absent[0]].folder()))
+            queries.extend(qs)
+    except (DatasetError, CorpusError) as exc:
         raise click.ClickException(str(exc)) from exc
     if not queries:
         raise click.ClickException(f"Dataset {dataset!r} has no queries.")

@@ -11,6 +11,9 @@ Only the standard library is used: the archive URL is looked up on the registry
 (PyPI's simple JSON API, the npm registry's tarball URL) and downloaded with urllib;
 for npm, ``npm pack`` is tried when the direct download fails.
 
+A second kind, a *local snapshot* corpus (:mod:`coderag.eval.snapshots`), is a folder of repository
+checkouts made by the dataset's own script; :func:`fetch` only locates it and says how to make it.
+
 Command line: ``python -m coderag.eval.corpora [fetch|path|list] [NAME|all]``.
 """
 
@@ -29,7 +32,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Corpus", "CORPORA", "CorpusError", "cache_dir", "corpus_root", "fetch", "is_fetched"]
+from coderag.eval.snapshots import SNAPSHOTS, SnapshotCorpus, snapshot_name, snapshot_root
+
+__all__ = ["Corpus", "CORPORA", "CorpusError", "CorpusMissingError", "SNAPSHOTS", "SnapshotCorpus", "cache_dir",
+           "corpus_root", "fetch", "is_fetched", "snapshot_name", "snapshot_root"]
 
 PYPI_SIMPLE_URL = os.environ.get("CODERAG_PYPI_SIMPLE_URL", "https://pypi.org/simple")
 NPM_REGISTRY_URL = os.environ.get("CODERAG_NPM_REGISTRY_URL", "https://registry.npmjs.org")
@@ -39,6 +45,10 @@ _TIMEOUT_S = 120
 
 class CorpusError(RuntimeError):
     """A corpus could not be downloaded, verified or extracted."""
+
+
+class CorpusMissingError(CorpusError):
+    """A local snapshot corpus (or one of its snapshots) is not on this machine; the message says how to make it."""
 
 
 @dataclass(frozen=True)
@@ -138,7 +148,7 @@ def _get(name: str) -> Corpus:
     try:
         return CORPORA[name]
     except KeyError:
-        raise CorpusError(f"unknown corpus {name!r}; known: {', '.join(sorted(CORPORA))}") from None
+        raise CorpusError(f"unknown corpus {name!r}; known: {', '.join(sorted([*CORPORA, *SNAPSHOTS]))}") from None
 
 
 def _extract_dir(corpus: Corpus) -> Path:
@@ -170,6 +180,8 @@ def corpus_root(name: str) -> Path:
 
 
 def is_fetched(name: str) -> bool:
+    if name in SNAPSHOTS:
+        return SNAPSHOTS[name].folder().is_dir()
     corpus = _get(name)
     marker = _extract_dir(corpus) / _MARKER
     try:
@@ -273,8 +285,14 @@ def fetch(name: str) -> Path:
 
     Idempotent: a corpus already extracted with the pinned hash is returned at once.
     Raises :class:`CorpusError` with what to do when the download fails or the archive's
-    sha256 is not the pinned one.
+    sha256 is not the pinned one. For a local snapshot corpus, returns the folder that holds its
+    snapshots, or raises :class:`CorpusMissingError` saying how to make it.
     """
+    if name in SNAPSHOTS:
+        folder = SNAPSHOTS[name].folder()
+        if not folder.is_dir():
+            raise CorpusMissingError(SNAPSHOTS[name].missing_message(folder))
+        return folder
     corpus = _get(name)
     if is_fetched(name):
         return corpus_root(name)
@@ -318,11 +336,14 @@ def _main(argv: list[str]) -> int:
     cmd = argv[0] if argv else "list"
     names = argv[1:] or ["all"]
     if names == ["all"]:
-        names = list(CORPORA)
+        names = [*CORPORA, *SNAPSHOTS]
     if cmd == "list":
         for c in CORPORA.values():
             state = "fetched" if is_fetched(c.name) else "not fetched"
             print(f"{c.name:14} {c.registry:5} {c.package + '==' + c.version:24} {','.join(c.languages):11} {state}")
+        for sc in SNAPSHOTS.values():
+            state = "present" if is_fetched(sc.name) else "not prepared"
+            print(f"{sc.name:14} local {'$' + sc.env:24} {','.join(sc.languages):11} {state} ({sc.folder()})")
         return 0
     if cmd not in ("fetch", "path"):
         print("usage: python -m coderag.eval.corpora [list|fetch|path] [NAME|all]", file=sys.stderr)
@@ -330,7 +351,7 @@ def _main(argv: list[str]) -> int:
     status = 0
     for n in names:
         try:
-            print(fetch(n) if cmd == "fetch" else corpus_root(n))
+            print(fetch(n) if cmd == "fetch" or n in SNAPSHOTS else corpus_root(n))
         except CorpusError as exc:
             print(f"error: {exc}", file=sys.stderr)
             status = 1

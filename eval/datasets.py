@@ -2,11 +2,15 @@
 
 One JSON Lines file per corpus in ``eval/datasets/``; one query per line::
 
-    {"id": "click-1", "corpus": "click", "query": "...", "kind": "natural",
+    {"id": "click-1", "corpus": "click", "query": "...", "kind": "natural", "split": "tune",
      "gold": [{"file_path": "src/click/core.py", "start_line": 10, "end_line": 42}]}
 
 ``file_path`` is a POSIX path relative to :func:`coderag.eval.corpora.fetch` (the
-corpus root); lines are 1-based and inclusive. ``kind`` is one of:
+corpus root); lines are 1-based and inclusive. A query of a local snapshot corpus
+(:mod:`coderag.eval.snapshots`) also has ``repo`` ("owner/name") and ``commit``, which name
+its snapshot, and its paths are relative to that snapshot. ``split`` is ``tune`` (what
+settings may be chosen on) or ``heldout`` (reported apart, never tuned on; see
+eval/RESULTS.md); a record without one is ``tune``. ``kind`` is one of:
 
 - ``identifier``: names a symbol ("HTTPStatusError raise_for_status");
 - ``natural``: describes behaviour without the symbol's identifiers or their word parts;
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
-from coderag.eval.corpora import CORPORA, CorpusError, fetch
+from coderag.eval.corpora import CORPORA, SNAPSHOTS, CorpusError, fetch, snapshot_root
 
 __all__ = [
     "DATASETS_DIR",
@@ -50,7 +54,9 @@ __all__ = [
 
 DATASETS_DIR = Path(__file__).resolve().parent / "datasets"
 KINDS = ("identifier", "natural", "docstring", "issue")
+SPLITS = ("tune", "heldout")
 _FIELDS = {"id", "corpus", "query", "gold", "kind"}
+_OPTIONAL = {"split", "repo", "commit"}
 _GOLD_FIELDS = {"file_path", "start_line", "end_line"}
 
 
@@ -73,15 +79,27 @@ class Query:
     query: str
     gold: tuple[Gold, ...]
     kind: str
+    split: str = "tune"
+    repo: str | None = None  # a snapshot corpus' query: the repository and commit of its snapshot
+    commit: str | None = None
+
+    @property
+    def location(self) -> tuple[str, str | None, str | None]:
+        """What to index for this query: the corpus, and for a snapshot corpus its repo and commit."""
+        return (self.corpus, self.repo, self.commit)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "corpus": self.corpus,
             "query": self.query,
             "gold": [g._asdict() for g in self.gold],
             "kind": self.kind,
+            "split": self.split,
         }
+        if self.repo is not None:
+            out.update(repo=self.repo, commit=self.commit)
+        return out
 
 
 def _is_int(v: Any) -> bool:
@@ -93,14 +111,16 @@ def _schema_errors(rec: Any, where: str) -> list[str]:
         return [f"{where}: record is not a JSON object"]
     errors: list[str] = []
     missing = _FIELDS - rec.keys()
-    extra = rec.keys() - _FIELDS
+    extra = rec.keys() - _FIELDS - _OPTIONAL
     if missing:
         errors.append(f"{where}: missing field(s) {', '.join(sorted(missing))}")
     if extra:
         errors.append(f"{where}: unexpected field(s) {', '.join(sorted(extra))}")
-    for name in ("id", "corpus", "query", "kind"):
+    for name in ("id", "corpus", "query", "kind", "split", "repo", "commit"):
         if name in rec and (not isinstance(rec[name], str) or not rec[name].strip()):
             errors.append(f"{where}: {name} must be a non-empty string")
+    if ("repo" in rec) != ("commit" in rec):
+        errors.append(f"{where}: repo and commit come together (they name a snapshot)")
     if "gold" in rec:
         gold = rec["gold"]
         if not isinstance(gold, list) or not gold:
@@ -130,7 +150,8 @@ def parse_record(rec: Any, where: str = "record") -> tuple[Query | None, list[st
     if errors:
         return None, errors
     gold = tuple(Gold(g["file_path"], g["start_line"], g["end_line"]) for g in rec["gold"])
-    return Query(rec["id"], rec["corpus"], rec["query"], gold, rec["kind"]), []
+    return Query(rec["id"], rec["corpus"], rec["query"], gold, rec["kind"], rec.get("split", "tune"),
+                 rec.get("repo"), rec.get("commit")), []
 
 
 def _dataset_path(name_or_path: str | Path) -> Path:
@@ -184,7 +205,8 @@ def load_all() -> list[Query]:
     return [q for name in list_datasets() for q in load_dataset(name)]
 
 
-def _file_lines(path: Path) -> list[str]:
+def file_lines(path: Path) -> list[str]:
+    """A file's lines as editors and tree-sitter number them (a final newline ends the last line)."""
     text = path.read_bytes().decode("utf-8", errors="replace")
     lines = text.split("\n")  # line numbers as editors and tree-sitter count them
     if lines and lines[-1] == "":
@@ -201,13 +223,14 @@ def validate(
 
     Raw dicts are schema-checked first. ``root_for_corpus`` maps a corpus name to its
     root directory (default: fetch it); pass None to skip the checks against files.
-    ``corpora`` is the set of known corpus names (default: the registry).
+    ``corpora`` is the set of known corpus names (default: the registry). A snapshot corpus' root is
+    the folder of its snapshots; each query's files are looked up in its own snapshot there.
     """
-    known = set(CORPORA if corpora is None else corpora)
+    known = set([*CORPORA, *SNAPSHOTS] if corpora is None else corpora)
     errors: list[str] = []
     seen: Counter[str] = Counter()
     roots: dict[str, Path | None] = {}
-    files: dict[tuple[str, str], list[str] | None] = {}
+    files: dict[tuple, list[str] | None] = {}
 
     for i, item in enumerate(queries):
         if isinstance(item, Query):
@@ -224,6 +247,10 @@ def validate(
             errors.append(f"{where}: duplicate id")
         if q.kind not in KINDS:
             errors.append(f"{where}: unknown kind {q.kind!r} (expected one of {', '.join(KINDS)})")
+        if q.split not in SPLITS:
+            errors.append(f"{where}: unknown split {q.split!r} (expected one of {', '.join(SPLITS)})")
+        if q.corpus in SNAPSHOTS and q.commit is None:
+            errors.append(f"{where}: a query of snapshot corpus {q.corpus!r} needs repo and commit")
         if not q.query.strip():
             errors.append(f"{where}: empty query")
         if q.corpus not in known:
@@ -251,10 +278,16 @@ def validate(
             root = roots[q.corpus]
             if root is None:
                 continue
-            key = (q.corpus, g.file_path)
+            if q.commit is not None and q.corpus in SNAPSHOTS:
+                try:
+                    root = snapshot_root(q.corpus, q.repo, q.commit, folder=root)
+                except CorpusError as exc:
+                    errors.append(f"{where}: {str(exc).splitlines()[0]}")
+                    continue
+            key = (q.corpus, q.repo, q.commit, g.file_path)
             if key not in files:
                 path = root / g.file_path
-                files[key] = _file_lines(path) if path.is_file() else None
+                files[key] = file_lines(path) if path.is_file() else None
             lines = files[key]
             if lines is None:
                 errors.append(f"{gw}: gold file missing in corpus {q.corpus!r}")
@@ -273,7 +306,9 @@ def _counts_line(name: str, queries: list[Query]) -> str:
     kinds = " ".join(f"{k}={by_kind.get(k, 0)}" for k in KINDS)
     others = sum(v for k, v in by_kind.items() if k not in KINDS)
     extra = f" other={others}" if others else ""
-    return f"{name:14} {len(queries):4} queries  {kinds}{extra}"
+    by_split = Counter(q.split for q in queries)
+    splits = " ".join(f"{s}={by_split.get(s, 0)}" for s in SPLITS)
+    return f"{name:14} {len(queries):4} queries  {kinds}{extra}  {splits}"
 
 
 def _main(argv: list[str]) -> int:

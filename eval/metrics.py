@@ -2,21 +2,28 @@
 
 A *result* is one returned block: a file and the line spans it shows (a coderag chunk has one
 span; a ripgrep file has one span per matching line). A *gold* is a file and a 1-based
-inclusive line range. Two relevance levels are used:
+inclusive line range. Three relevance levels are used:
 
-- file level: the ranked list is reduced to its distinct files, in order of first appearance
-  (what an agent would open); a file is relevant when some gold names it.
-- chunk level: a result is relevant when one of its spans overlaps a gold range of the same
-  file. In MRR and nDCG each gold range is credited once, to the first result that covers it,
-  so returning one function in three pieces does not score three times.
+- file level (R@k, MRR@10, as issue 15 and the swebench-dev README define them): the ranked list
+  is reduced to its distinct files, in order of first appearance (what an agent would open); a
+  file is relevant when some gold names it. MRR@10 is 1 / rank of the first gold file among the
+  first 10 distinct files.
+- line level (line hit@k): one of the first k results shows at most LINE_HIT_MAX_LINES lines and
+  overlaps a gold range, so a whole 900-line file returned as one block does not count as a hit.
+- chunk level (hit@k, chunk MRR@10, nDCG@10): a result is relevant when one of its spans overlaps
+  a gold range of the same file. In chunk MRR and nDCG each gold range is credited once, to the
+  first result that covers it, so returning one function in three pieces does not score three times.
+
+Until issue 15, "mrr@10" was the chunk-level MRR; it is the file-level one now (the issue's and
+the benchmark's definition), and the chunk-level value is reported as "chunk_mrr@10".
 
 Examples:
     >>> gold = [Span("a.py", 10, 20)]
     >>> ranked = [Result("b.py", ((1, 5),)), Result("a.py", ((15, 30),))]
     >>> file_recall_at(ranked, gold, 1), file_recall_at(ranked, gold, 5)
     (0.0, 1.0)
-    >>> chunk_hit_at(ranked, gold, 5), mrr_at(ranked, gold, 10)
-    (1.0, 0.5)
+    >>> chunk_hit_at(ranked, gold, 5), mrr_at(ranked, gold, 10), file_mrr_at(ranked, gold, 10)
+    (1.0, 0.5, 0.5)
 """
 
 from __future__ import annotations
@@ -77,6 +84,29 @@ def chunk_hit_at(ranked: Sequence[Result], gold: Sequence[Span], k: int) -> floa
     return 1.0 if any(overlaps(r, g) for r in ranked[:k] for g in gold) else 0.0
 
 
+LINE_HIT_MAX_LINES = 200
+
+
+def shown_lines(result: Result) -> int:
+    """How many lines a result shows (the sum of its spans)."""
+    return sum(e - s + 1 for s, e in result.spans)
+
+
+def line_hit_at(ranked: Sequence[Result], gold: Sequence[Span], k: int,
+                max_lines: int = LINE_HIT_MAX_LINES) -> float:
+    """1.0 when one of the first k results shows at most `max_lines` lines and overlaps a gold range."""
+    return 1.0 if any(shown_lines(r) <= max_lines and overlaps(r, g) for r in ranked[:k] for g in gold) else 0.0
+
+
+def file_mrr_at(ranked: Sequence[Result], gold: Sequence[Span], k: int = 10) -> float:
+    """File level: 1 / rank of the first gold file among the first k distinct files (0 if none)."""
+    want = _gold_files(gold)
+    for rank, f in enumerate(ranked_files(ranked)[:k], 1):
+        if f in want:
+            return 1.0 / rank
+    return 0.0
+
+
 def _chunk_gains(ranked: Sequence[Result], gold: Sequence[Span], k: int) -> list[int]:
     """Binary gain per rank: 1 where a result covers a gold range that no earlier result covered."""
     credited: set[int] = set()
@@ -128,15 +158,22 @@ def mean(values: Sequence[float]) -> float:
 
 
 RANK_KS = (1, 5, 10)
+LINE_HIT_KS = (1, 5)
+RANKING_METRICS = (*(f"recall@{k}" for k in RANK_KS), "mrr@10", *(f"line_hit@{k}" for k in LINE_HIT_KS),
+                   *(f"hit@{k}" for k in RANK_KS), "chunk_mrr@10", "ndcg@10")
 
 
 def score_ranking(ranked: Sequence[Result], gold: Sequence[Span]) -> dict[str, float]:
-    """Every ranking metric of one query: file recall@1/5/10, chunk hit@1/5/10, MRR@10, nDCG@10."""
+    """Every ranking metric of one query (RANKING_METRICS): file recall@1/5/10 and MRR@10, line hit@1/5,
+    chunk hit@1/5/10, chunk MRR@10, nDCG@10."""
     out: dict[str, float] = {}
     for k in RANK_KS:
         out[f"recall@{k}"] = file_recall_at(ranked, gold, k)
+    out["mrr@10"] = file_mrr_at(ranked, gold, 10)
+    for k in LINE_HIT_KS:
+        out[f"line_hit@{k}"] = line_hit_at(ranked, gold, k)
     for k in RANK_KS:
         out[f"hit@{k}"] = chunk_hit_at(ranked, gold, k)
-    out["mrr@10"] = mrr_at(ranked, gold, 10)
+    out["chunk_mrr@10"] = mrr_at(ranked, gold, 10)
     out["ndcg@10"] = ndcg_at(ranked, gold, 10)
     return out

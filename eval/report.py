@@ -18,20 +18,26 @@ RESULTS_NAME = "results.json"
 TABLE_NAME = "summary.md"
 CHART_NAME = "recall_tokens.png"
 KIND_ORDER = ("identifier", "natural", "docstring", "issue")
+SPLIT_ORDER = ("tune", "heldout")
 
 COLUMNS = (  # (summary key, header, format)
     ("n", "n", "{:.0f}"), ("errors", "err", "{:.0f}"),
     ("recall@1", "R@1", "{:.2f}"), ("recall@5", "R@5", "{:.2f}"), ("recall@10", "R@10", "{:.2f}"),
-    ("hit@1", "hit@1", "{:.2f}"), ("hit@5", "hit@5", "{:.2f}"), ("hit@10", "hit@10", "{:.2f}"),
-    ("mrr@10", "MRR@10", "{:.3f}"), ("ndcg@10", "nDCG@10", "{:.3f}"),
+    ("mrr@10", "MRR@10", "{:.3f}"), ("line_hit@1", "line hit@1", "{:.2f}"), ("line_hit@5", "line hit@5", "{:.2f}"),
+    ("hit@1", "hit@1", "{:.2f}"), ("hit@5", "hit@5", "{:.2f}"),
+    ("chunk_mrr@10", "chunk MRR", "{:.3f}"), ("ndcg@10", "nDCG@10", "{:.3f}"),
     ("tokens", "tokens", "{:.0f}"), ("in_payload", "gold in payload", "{:.2f}"),
     ("p50_ms", "p50 ms", "{:.0f}"), ("p95_ms", "p95 ms", "{:.0f}"),
 )
-LEGEND = ("R@k: file-level recall over the first k distinct files. hit@k: a result among the first k overlaps a "
-          "gold range (same file). MRR@10 and nDCG@10: chunk level, binary relevance, each gold range credited "
-          "once. tokens: mean tokens of the payload (cl100k); raw retrievers and full packed at --max-tokens, "
+LEGEND = ("R@k: file-level recall, the share of gold files among the first k distinct files. MRR@10: file level, "
+          "1 / rank of the first gold file among the first 10 distinct files. line hit@k: one of the first k "
+          "results shows at most 200 lines and overlaps a gold range. hit@k: a result among the first k overlaps "
+          "a gold range (same file, any size). chunk MRR and nDCG@10: chunk level, binary relevance, each gold "
+          "range credited once (chunk MRR was reported as MRR@10 before issue 15). tokens: mean tokens of the "
+          "payload (cl100k); raw retrievers, full and the li-bm25 / bm25-window baselines packed at --max-tokens, "
           "ripgrep = its first 250 matching lines. gold in payload: share of queries whose payload shows a line "
-          "of a gold range. err: queries on which the variant raised (scored as misses).")
+          "of a gold range. err: queries on which the variant raised (scored as misses). split: tune (settings "
+          "may be chosen on it) or heldout (never tuned on; eval/RESULTS.md).")
 
 
 def _fmt(value: Any, fmt: str) -> str:
@@ -41,15 +47,22 @@ def _fmt(value: Any, fmt: str) -> str:
 
 
 def _groups(summary: dict[str, dict[str, dict[str, float]]]) -> list[str]:
+    """All, then each split, each kind (with its splits when it has both), each corpus (when more than one)."""
     present = {g for rows in summary.values() for g in rows}
+    splits = [f"split:{s}" for s in SPLIT_ORDER if f"split:{s}" in present]
+    splits += sorted(g for g in present if g.startswith("split:") and g not in splits)
     kinds = [f"kind:{k}" for k in KIND_ORDER if f"kind:{k}" in present]
-    kinds += sorted(g for g in present if g.startswith("kind:") and g not in kinds)
+    kinds += sorted(g for g in present if g.startswith("kind:") and " " not in g and g not in kinds)
+    by_kind: list[str] = []
+    for k in kinds:
+        parts = [g for g in (f"{k} {s}" for s in splits) if g in present]
+        by_kind += [k, *(parts if len(parts) > 1 else [])]
     corpora = sorted(g for g in present if g.startswith("corpus:"))
-    return ["all", *kinds, *(corpora if len(corpora) > 1 else [])]
+    return ["all", *(splits if len(splits) > 1 else []), *by_kind, *(corpora if len(corpora) > 1 else [])]
 
 
 def group_title(group: str, n: int) -> str:
-    name = "all queries" if group == "all" else group.replace(":", " ")
+    name = "all queries" if group == "all" else group.replace(":", " ").replace(" split ", ", split ")
     return f"{name} (n={n})"
 
 

@@ -8,6 +8,13 @@ Variants:
 - ``full``: the default pipeline (hybrid + auto-merge + merge-adjacent + packing at ``max_tokens``), one
   call, scored as returned.
 - ``ripgrep``: what an agent's Grep tool gets (see :mod:`coderag.eval.ripgrep_baseline`).
+- ``li-bm25``: LlamaIndex's ``BM25Retriever`` over the index's leaf nodes; ``bm25-window``: plain BM25
+  over 40-line windows of code files (see :mod:`coderag.eval.baselines`). Both are built once per
+  corpus, rank their top 10 and pack their payload at ``max_tokens`` from their top 30.
+
+When no chosen variant reads vectors (only ``bm25`` and the baselines), corpora are indexed BM25-only,
+and a later run that needs vectors densifies them (:mod:`coderag.eval.indexing`). A query of a local
+snapshot corpus (swebench-dev) is run against its own snapshot, each snapshot indexed once.
 
 A variant that raises on a query scores a miss there and is counted in ``errors``.
 
@@ -29,14 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from coderag.eval.metrics import RANK_KS, Result, Span, contains_gold, mean, percentile, score_ranking
+from coderag.eval.metrics import RANKING_METRICS, Result, Span, contains_gold, mean, percentile, score_ranking
 
-VARIANTS = ("bm25", "dense", "hybrid", "full", "ripgrep")
+VARIANTS = ("bm25", "dense", "hybrid", "full", "ripgrep", "li-bm25", "bm25-window")
 RAW_VARIANTS = ("bm25", "dense", "hybrid")
+DENSE_VARIANTS = ("dense", "hybrid", "full")  # the variants that read vectors: their corpora are indexed dense
+BASELINE_TOP_K = 30  # what a baseline packs its payload from (coderag's legs fetch 25-30 candidates too)
 DEFAULT_MAX_TOKENS = 4000
 RANK_TOP_K = 10
 RANK_MAX_TOKENS = 20_000  # the search API's ceiling: ten chunks always fit, so packing never cuts the ranking
-RANKING_METRICS = tuple([f"recall@{k}" for k in RANK_KS] + [f"hit@{k}" for k in RANK_KS] + ["mrr@10", "ndcg@10"])
 WARMUP_QUERY = "warm up: load the model and open the stores"
 
 
@@ -163,6 +171,19 @@ def _ripgrep_outcome(root: Path, query: str, gold: Sequence[Span], count_tokens:
                    [f"{r.file_path} ({ans.matches[r.file_path]} matches)" for r in ans.ranked[:RANK_TOP_K]])
 
 
+def _baseline_outcome(baseline, query: str, gold: Sequence[Span], count_tokens: Callable[[str], int],
+                      max_tokens: int) -> Outcome:
+    from coderag.eval.baselines import pack
+
+    t0 = time.perf_counter()
+    hits = baseline.search(query, BASELINE_TOP_K)
+    shown, tokens = pack(hits, count_tokens, max_tokens)
+    latency = (time.perf_counter() - t0) * 1000
+    ranked = [h.result for h in hits[:RANK_TOP_K]]
+    return Outcome(score_ranking(ranked, gold), tokens, contains_gold(shown, gold), latency,
+                   [_label(r) for r in ranked])
+
+
 @dataclass
 class EvalRun:
     """Everything one run produced: per-query outcomes, the aggregates, and how it was made."""
@@ -178,11 +199,15 @@ class EvalRun:
 
 
 def summarize(queries: Sequence[dict[str, Any]], variants: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:
-    """Aggregate per variant, over all queries ("all"), per kind ("kind:natural") and per corpus ("corpus:click")."""
+    """Aggregate per variant, over all queries ("all"), per split ("split:heldout"), per kind ("kind:natural"),
+    per kind and split ("kind:natural split:tune") and per corpus ("corpus:click")."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for q in queries:
+        split = q.get("split", "tune")
         groups["all"].append(q)
+        groups[f"split:{split}"].append(q)
         groups[f"kind:{q['kind']}"].append(q)
+        groups[f"kind:{q['kind']} split:{split}"].append(q)
         groups[f"corpus:{q['corpus']}"].append(q)
     out: dict[str, dict[str, dict[str, float]]] = {}
     for v in variants:
@@ -219,18 +244,24 @@ def _git_state() -> dict[str, Any]:
         return {"commit": None, "modified": []}
 
 
+def _location(q) -> tuple[str, Optional[str], Optional[str]]:
+    return getattr(q, "location", (q.corpus, None, None))
+
+
 def run_eval(queries: Sequence, variants: Sequence[str] = VARIANTS, max_tokens: int = DEFAULT_MAX_TOKENS,
              root_for_corpus: Optional[Callable[[str], Path]] = None, overrides: Optional[dict[str, Any]] = None,
              status: Optional[StatusLine] = None) -> EvalRun:
-    """Index each corpus of `queries` once (reusing an up-to-date index), run every variant on every query.
+    """Index each corpus (each snapshot) of `queries` once, reusing an up-to-date index; run every variant.
 
     Args:
         queries: coderag.eval.datasets.Query objects (several corpora may be mixed).
-        root_for_corpus: corpus name -> folder to index (default: fetch the pinned corpus).
+        root_for_corpus: corpus name -> folder to index (default: fetch the pinned corpus); for a snapshot
+            corpus, the folder that holds its snapshots.
         overrides: retrieval settings to change for this run, e.g. {"dense_weight": 2.0}.
     """
     from coderag.config import load_settings
-    from coderag.pipelines.ingestion import index_repository
+    from coderag.eval.indexing import prepare_index
+    from coderag.eval.snapshots import snapshot_name, snapshot_root
 
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or not variants:
@@ -243,41 +274,68 @@ def run_eval(queries: Sequence, variants: Sequence[str] = VARIANTS, max_tokens: 
         from coderag.eval.ripgrep_baseline import find_rg
 
         rg = find_rg()  # fail before hours of indexing, not after
-    by_corpus: dict[str, list] = defaultdict(list)
+    dense = any(v in DENSE_VARIANTS for v in variants)
+    by_location: dict[tuple, list] = defaultdict(list)
     for q in queries:
-        by_corpus[q.corpus].append(q)
+        by_location[_location(q)].append(q)
     started = time.perf_counter()
     meta: dict[str, Any] = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(["coderag", *sys.argv[1:]]) if Path(sys.argv[0]).name == "coderag" else None,
         **_git_state(), "variants": list(variants), "max_tokens": max_tokens,
         "rank_top_k": RANK_TOP_K, "rank_max_tokens": RANK_MAX_TOKENS, "overrides": overrides or {},
-        "corpora": {}, "relevance": "recall@k: file level (distinct files); hit@k, MRR@10, nDCG@10: chunk level "
-                                  "(a result overlapping a gold range of the same file, each gold credited once)"}
+        "corpora": {}, "relevance": "recall@k, mrr@10: file level (distinct files, first gold file); line_hit@k: "
+                                  "a result of at most 200 lines overlapping a gold range; hit@k, chunk_mrr@10, "
+                                  "nDCG@10: chunk level (a result overlapping a gold range of the same file, "
+                                  "each gold credited once)"}
     rows: list[dict[str, Any]] = []
-    for corpus, qs in by_corpus.items():
-        root = Path(root_for_corpus(corpus)).resolve()
+    for (corpus, repo, commit), qs in by_location.items():
+        root = Path(root_for_corpus(corpus))
+        label = corpus
+        if commit is not None:
+            root = snapshot_root(corpus, repo, commit, folder=root)
+            label = f"{corpus}/{snapshot_name(repo, commit)}"
+        root = root.resolve()
         settings = apply_overrides(load_settings(root), overrides or {})
-        status.label = corpus
-        t0 = time.perf_counter()
+        status.label = label
         try:
-            s = index_repository(root, settings, progress=status.indexing)
+            info = prepare_index(root, settings, dense=dense, progress=status.indexing)
         finally:
             status.clear()
-        meta["corpora"][corpus] = {"root": str(root), "files": s.files_seen, "indexed_now": s.indexed,
-                                   "index_seconds": round(time.perf_counter() - t0, 1),
-                                   "retrieval": settings.retrieval.model_dump()}
-        rows.extend(_run_corpus(root, settings, qs, variants, max_tokens, rg, status))
+        meta["corpora"][label] = {"root": str(root), **info, "retrieval": settings.retrieval.model_dump()}
+        rows.extend(_run_corpus(root, settings, qs, variants, max_tokens, rg, status, meta["corpora"][label]))
     meta["seconds"] = round(time.perf_counter() - started, 1)
     return EvalRun(meta, rows, summarize(rows, variants))
 
 
+def _baselines(index, variants: Sequence[str], status: StatusLine, info: dict[str, Any]) -> dict[str, Any]:
+    """The baselines the run asks for, built over this corpus (their build time goes into `info`)."""
+    from coderag.eval.baselines import LeafBM25, WindowBM25, code_files
+
+    built: dict[str, Any] = {}
+    for v in ("li-bm25", "bm25-window"):
+        if v not in variants:
+            continue
+        status.show(f"{status.label}: building the {v} baseline")
+        t0 = time.perf_counter()
+        try:
+            built[v] = (LeafBM25(index, BASELINE_TOP_K) if v == "li-bm25"
+                        else WindowBM25.from_files(index.root, code_files(index)))
+            size = built[v].size if v == "li-bm25" else len(built[v].windows)
+            info[v] = {"units": size, "build_seconds": round(time.perf_counter() - t0, 1)}
+        except Exception as exc:  # noqa: BLE001 - a baseline that cannot be built scores misses, with the reason
+            built[v] = exc
+            info[v] = {"error": f"{type(exc).__name__}: {exc}"}
+    return built
+
+
 def _run_corpus(root: Path, settings, queries: Sequence, variants: Sequence[str], max_tokens: int,
-                rg: Optional[str], status: StatusLine) -> list[dict[str, Any]]:
+                rg: Optional[str], status: StatusLine, info: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
     from coderag.pipelines.code_index import CodeIndex
 
     index = CodeIndex.open(root, settings=settings, create=False)
     try:
+        baselines = _baselines(index, variants, status, info if info is not None else {})
         for mode in ("hybrid", "bm25", "dense"):  # load the model and the stores outside the timings
             if mode in variants or (mode == "hybrid" and "full" in variants):
                 index.search(WARMUP_QUERY, retriever=mode, max_tokens=max_tokens)
@@ -285,20 +343,28 @@ def _run_corpus(root: Path, settings, queries: Sequence, variants: Sequence[str]
             from coderag.eval.ripgrep_baseline import grep
 
             grep(WARMUP_QUERY, root, rg=rg)  # page the tree into the OS cache, as it is for the other variants
+        for b in baselines.values():
+            if not isinstance(b, Exception):
+                b.search(WARMUP_QUERY, 1)
         rows = []
         for i, q in enumerate(queries, 1):
             gold = [Span(*g) for g in q.gold]
             outcomes: dict[str, Outcome] = {}
             for v in variants:
-                status.show(f"{q.corpus}: query {i}/{len(queries)} ({v})")
+                status.show(f"{status.label}: query {i}/{len(queries)} ({v})")
                 try:
+                    if isinstance(baselines.get(v), Exception):
+                        raise baselines[v]
                     if v == "ripgrep":
                         outcomes[v] = _ripgrep_outcome(root, q.query, gold, index.count_tokens, rg)
+                    elif v in baselines:
+                        outcomes[v] = _baseline_outcome(baselines[v], q.query, gold, index.count_tokens, max_tokens)
                     else:
                         outcomes[v] = _coderag_outcome(index, q.query, v, gold, max_tokens)
                 except Exception as exc:  # noqa: BLE001 - a failing variant is a scored miss, never a crash
                     outcomes[v] = _miss(f"{type(exc).__name__}: {exc}")
-            rows.append({"id": q.id, "corpus": q.corpus, "kind": q.kind, "query": q.query,
+            rows.append({"id": q.id, "corpus": q.corpus, "kind": q.kind, "split": getattr(q, "split", "tune"),
+                         "query": q.query,
                          "gold": [f"{g.file_path}:{g.start_line}-{g.end_line}" for g in gold], "outcomes": outcomes})
         return rows
     finally:

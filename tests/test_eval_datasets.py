@@ -135,7 +135,7 @@ def test_load_dataset_from_path_and_errors(tmp_path):
     assert [q.id for q in qs] == ["demo-1", "demo-2"]
     assert qs[0].gold == (Gold("pkg/mod.py", 1, 2),)
     assert qs[0].gold[0].start_line == 1 and tuple(qs[0].gold[0]) == ("pkg/mod.py", 1, 2)
-    assert Query(**{**rec(), "gold": qs[0].gold}).to_json() == rec()
+    assert Query(**{**rec(), "gold": qs[0].gold}).to_json() == {**rec(), "split": "tune"}  # no split: tune
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(rec()) + "\n{not json\n")
@@ -231,10 +231,12 @@ def test_unknown_corpus_name():
 
 def test_shipped_datasets_schema_and_balance():
     names = datasets.list_datasets()
-    assert set(names) <= set(CORPORA), names
-    queries = load_all()
-    assert validate(queries, root_for_corpus=None) == []
-    assert len({q.id for q in queries}) == len(queries)
+    assert set(names) <= set(CORPORA) | set(corpora.SNAPSHOTS), names
+    every = load_all()
+    assert validate(every, root_for_corpus=None) == []
+    assert len({q.id for q in every}) == len(every)
+    assert all(q.split in datasets.SPLITS for q in every)
+    queries = [q for q in every if q.corpus in CORPORA]  # the pinned corpora: balanced by kind
 
     assert len(queries) >= 250
     kinds = Counter(q.kind for q in queries)
@@ -248,9 +250,22 @@ def test_shipped_datasets_schema_and_balance():
     languages = {lang for name in per_corpus for lang in CORPORA[name].languages}
     assert len(languages) >= 4, languages
 
-    for q in queries:
+    for q in every:
         assert q.id.startswith(q.corpus + "-")
         assert q.query == q.query.strip() and len(q.query) >= 5
+
+
+def test_shipped_splits():
+    """Held out: rxjs and cmark-gfm, and the pvlib and pydicom issues of swebench-dev (eval/RESULTS.md)."""
+    every = load_all()
+    held = {q.corpus for q in every if q.split == "heldout" and q.corpus in CORPORA}
+    assert held == {"rxjs", "cmark-gfm"}
+    assert all(q.split == "tune" for q in every if q.corpus in CORPORA and q.corpus not in held)
+    swe = load_dataset("swebench-dev")
+    assert len(swe) == 28 and {q.kind for q in swe} == {"issue"}
+    assert {q.repo for q in swe if q.split == "heldout"} == {"pvlib/pvlib-python", "pydicom/pydicom"}
+    assert sum(q.split == "heldout" for q in swe) == 10
+    assert all(q.commit and len(q.commit) == 40 for q in swe)
 
 
 # ---------------------------------------------------------------- gold ranges vs the real corpora (network)

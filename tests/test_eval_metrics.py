@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from coderag.eval.metrics import (Result, Span, chunk_hit_at, contains_gold, file_recall_at, mean, mrr_at, ndcg_at,
-                                  overlaps, percentile, ranked_files, score_ranking)
+from coderag.eval.metrics import (RANKING_METRICS, Result, Span, chunk_hit_at, contains_gold, file_mrr_at,
+                                  file_recall_at, line_hit_at, mean, mrr_at, ndcg_at, overlaps, percentile,
+                                  ranked_files, score_ranking, shown_lines)
 from coderag.eval.ripgrep_baseline import query_terms
 
 B = Result.block
@@ -110,8 +111,31 @@ def test_percentile_and_mean_of_nothing_are_nan():
 
 def test_score_ranking_has_every_metric():
     out = score_ranking([B("z.py", 1, 1), B("a.py", 15, 16)], GOLD)
-    assert out == {"recall@1": 0.0, "recall@5": 1.0, "recall@10": 1.0, "hit@1": 0.0, "hit@5": 1.0, "hit@10": 1.0,
-                   "mrr@10": 0.5, "ndcg@10": pytest.approx(1 / math.log2(3))}
+    assert out == {"recall@1": 0.0, "recall@5": 1.0, "recall@10": 1.0, "mrr@10": 0.5,
+                   "line_hit@1": 0.0, "line_hit@5": 1.0, "hit@1": 0.0, "hit@5": 1.0, "hit@10": 1.0,
+                   "chunk_mrr@10": 0.5, "ndcg@10": pytest.approx(1 / math.log2(3))}
+    assert tuple(out) == RANKING_METRICS
+
+
+def test_file_mrr_is_the_first_gold_file_among_distinct_files():
+    # a.py is the 2nd distinct file (4th result) and the right region comes later still: file MRR 1/2.
+    ranked = [B("b.py", 1, 2), B("b.py", 3, 4), B("b.py", 5, 6), B("a.py", 30, 40), B("a.py", 12, 13)]
+    assert file_mrr_at(ranked, GOLD, 10) == 0.5
+    assert mrr_at(ranked, GOLD, 10) == pytest.approx(1 / 5)  # chunk level: the 5th result
+    assert file_mrr_at(ranked, GOLD, 1) == 0.0
+    assert file_mrr_at([B("a.py", 900, 901)], GOLD) == 1.0  # the right file anywhere in it
+
+
+def test_line_hit_ignores_results_longer_than_200_lines():
+    whole_file = B("a.py", 1, 201)  # overlaps the gold range, but shows 201 lines
+    assert chunk_hit_at([whole_file], GOLD, 1) == 1.0
+    assert line_hit_at([whole_file], GOLD, 1) == 0.0
+    assert line_hit_at([B("a.py", 1, 200)], GOLD, 1) == 1.0
+    assert line_hit_at([whole_file, B("b.py", 1, 5), B("a.py", 20, 30)], GOLD, 2) == 0.0
+    assert line_hit_at([whole_file, B("b.py", 1, 5), B("a.py", 20, 30)], GOLD, 5) == 1.0
+    # a ripgrep file shows its matching lines only: 3 lines, one of them in the range
+    assert shown_lines(Result("a.py", ((1, 1), (15, 15), (300, 300)))) == 3
+    assert line_hit_at([Result("a.py", ((1, 1), (15, 15), (300, 300)))], GOLD, 1) == 1.0
 
 
 @pytest.mark.parametrize("query,terms", [

@@ -1,0 +1,70 @@
+"""Bring an eval corpus' index up to date: BM25-only when the run's variants need no vectors, dense otherwise.
+
+Embedding is what makes indexing slow (astropy: ~55k leaves, hours on two cores; its BM25-only build
+takes about two minutes), and ``bm25``, ``ripgrep``, ``li-bm25`` and ``bm25-window`` never read a vector.
+So a run of only those indexes the corpus the way the owner's first pass does (coderag/service.py:
+``Ingestion(..., dense=False)`` + ``sync``): its files are stored with status ``sparse``, searchable by
+BM25 at once.
+
+A later run that needs vectors *densifies* that index rather than rebuilding it: files changed since
+are indexed as usual (with vectors), then every file still ``sparse`` is re-indexed with its dense
+vectors, forced (its content is unchanged, so a plain update would skip it), the way the owner's
+dense pass does. Node ids are stable, so the points are overwritten in place and the sparse vectors
+are the same as before. Only a different model or chunking needs ``coderag index --rebuild``.
+
+Examples:
+    >>> info = prepare_index(Path("corpus"), load_settings(Path("corpus")), dense=False)   # doctest: +SKIP
+    >>> info["mode"], info["pending_dense"]                                              # doctest: +SKIP
+    ('bm25-only', 1614)
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from coderag.config import Settings
+
+__all__ = ["prepare_index"]
+
+
+def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optional[Any] = None) -> dict[str, Any]:
+    """Index what changed under `root` (with vectors only when `dense`); with `dense`, also give every file
+    that a BM25-only run left without vectors its vectors. Returns what was done, for the run's meta."""
+    from coderag.errors import ConfigError
+    from coderag.lock import WriterLock
+    from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
+    from coderag.pipelines.ingestion import (Ingestion, changes_for_paths, detect_changes, fingerprint, sync,
+                                             upgrade_index)
+    from coderag.store.state import STATUS_SPARSE, IndexState
+
+    t0 = time.perf_counter()
+    root = Path(root).resolve()
+    idx = ensure_index_dir(root)
+    with WriterLock(idx / LOCK_NAME).acquire():
+        state = IndexState(idx / DB_NAME)
+        try:
+            fp = fingerprint(settings)
+            old = state.get_meta("fingerprint")
+            if old is not None and old != fp:
+                raise ConfigError(f"The index in {idx} was built with other model or chunking settings. "
+                                  f'Run "coderag index --rebuild {root}" to rebuild it with the current ones.')
+            changes = detect_changes(root, state, settings)
+            run = Ingestion(root, settings, state, progress, dense=dense)
+            sync(run, changes, fp, progress)
+            densified = 0
+            if dense:
+                pending = sorted(p for p, r in state.files().items() if r.status == STATUS_SPARSE)
+                if pending:
+                    more = changes_for_paths(root, state, pending)
+                    more.candidates = more.entries  # same content, now with vectors
+                    sync(Ingestion(root, settings, state, progress, dense=True), more, fp, progress, force=True)
+                    densified = len(more.entries)
+            upgrade_index(root, settings, state, progress)
+            counts = state.counts()
+        finally:
+            state.close()
+    return {"mode": "dense" if dense else "bm25-only", "files": len(changes.entries),
+            "indexed_now": run.summary.indexed, "densified": densified, "pending_dense": counts["pending_dense"],
+            "index_seconds": round(time.perf_counter() - t0, 1)}

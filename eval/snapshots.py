@@ -1,0 +1,78 @@
+"""Local snapshot corpora: checkouts of repositories at exact commits, made by a dataset's own script.
+
+SWE-bench's issues name commits of whole git histories, which no package registry serves, so such a
+corpus cannot be fetched like the pinned archives of :mod:`coderag.eval.corpora`. The dataset's
+``prepare.sh`` writes one folder per (repo, commit), ``<owner>+<name>@<commit[:12]>``, into
+``$<env>`` or ``<temp dir>/<name>``; this module only locates them and, when they are missing,
+says which command makes them. A query of such a corpus names its snapshot by ``repo`` and
+``commit``.
+
+Examples:
+    >>> snapshot_name("pvlib/pvlib-python", "04a523fafbd61bc2e49420963b84ed8e2bd1b3cf")
+    'pvlib+pvlib-python@04a523fafbd6'
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["SNAPSHOTS", "SnapshotCorpus", "snapshot_name", "snapshot_root"]
+
+
+@dataclass(frozen=True)
+class SnapshotCorpus:
+    """Checkouts of repositories at given commits, one folder each (``<owner>+<name>@<commit[:12]>``), made
+    by ``prepare`` (a script next to the dataset's source) into ``$<env>`` or ``<temp dir>/<name>``."""
+
+    name: str
+    env: str  # the environment variable that names the folder of snapshots
+    prepare: str  # the script that writes the snapshots, relative to the project root
+    languages: tuple[str, ...]
+    description: str = ""
+
+    def folder(self) -> Path:
+        # prepare.sh's default is $(dirname "$(mktemp -u)")/<name>, which is tempfile.gettempdir() here.
+        explicit = os.environ.get(self.env)
+        return Path(explicit).expanduser() if explicit else Path(tempfile.gettempdir()) / self.name
+
+    def missing_message(self, where: Path, snapshot: str | None = None) -> str:
+        script = (Path(__file__).resolve().parents[1] / self.prepare).resolve()
+        what = (f"snapshot {snapshot} of corpus {self.name!r} is" if snapshot
+                else f"the snapshots of corpus {self.name!r} are")
+        return (f"{what} not in {where}. Make them with:\n"
+                f"  MIRROR_DIR=<folder with <owner>+<name>/repo git dirs> OUT={where} {script}\n"
+                f"or point {self.env} (or --corpus-root {self.name}=PATH) at the folder that holds them.")
+
+
+SNAPSHOTS: dict[str, SnapshotCorpus] = {
+    "swebench-dev": SnapshotCorpus(
+        name="swebench-dev",
+        env="CODERAG_SWEBENCH_DIR",
+        prepare="../shared/datasets/swebench-dev/prepare.sh",
+        languages=("python",),
+        description="28 SWE-bench Lite issues (dev split + astropy) over 6 Python repositories, one checkout "
+                    "per (repo, commit).",
+    ),
+}
+
+
+def snapshot_name(repo: str, commit: str) -> str:
+    """The folder prepare.sh writes for `repo` ("owner/name") at `commit`: ``owner+name@<commit[:12]>``."""
+    return f"{repo.replace('/', '+')}@{commit[:12]}"
+
+
+def snapshot_root(name: str, repo: str, commit: str, folder: Path | None = None) -> Path:
+    """The checkout of `repo` at `commit` in snapshot corpus `name` (in `folder`, default its configured one).
+
+    Raises :class:`CorpusMissingError`, with the command that makes it, when it is not there."""
+    from coderag.eval.corpora import CorpusMissingError  # corpora imports this module
+
+    corpus = SNAPSHOTS[name]
+    base = Path(folder) if folder is not None else corpus.folder()
+    root = base / snapshot_name(repo, commit)
+    if not root.is_dir():
+        raise CorpusMissingError(corpus.missing_message(base, None if not base.is_dir() else root.name))
+    return root
