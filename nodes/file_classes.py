@@ -131,7 +131,7 @@ go.work.sum
 _KEY_HEADER = re.compile(rb"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----")
 _KEY_BODY = re.compile(rb"(?:\n|\\n|[\"'`])[ \t\"'`+]*([A-Za-z0-9+/]{32,})")
 KEY_BODY_WINDOW = 300
-_DIGIT = re.compile(rb"[0-9]")
+_B_DIGIT = re.compile(rb"[0-9]")
 _PUTTY_KEY = re.compile(rb"PuTTY-User-Key-File-\d+:")
 # The value, not the name: code that reads the variable (`os.environ["AWS_SECRET_ACCESS_KEY"]`) is code.
 # Also the `SecretAccessKey` of AWS's JSON answers (`aws sts assume-role`).
@@ -152,6 +152,8 @@ ROW_SHARE = 0.7  # a file is rows when this share of its sampled lines are
 BASE64_SHARE = 0.5
 _BASE64_LINE = re.compile(r"[A-Za-z0-9+/=]{60,}")
 _LETTER = re.compile(r"[^\W\d_]")
+_DIGITS = re.compile(r"\d")
+_ALNUM = re.compile(r"[^\W_]")
 
 
 def _line_of(data: bytes, offset: int) -> int:
@@ -163,7 +165,7 @@ def _has_key_body(window: bytes) -> bool:
     path or a word run together does not."""
     for m in _KEY_BODY.finditer(window):
         run = m.group(1)
-        if _DIGIT.search(run) and run.lower() != run and run.upper() != run:
+        if _B_DIGIT.search(run) and run.lower() != run and run.upper() != run:
             return True
     return False
 
@@ -186,9 +188,9 @@ def secret_content(data: bytes) -> Optional[str]:
 
 
 def _is_row(line: str) -> bool:
-    """A line of a table of numbers: letters are under a quarter of its non-space characters."""
+    """A line of a table of numbers: digits are a third of its non-space characters, letters under a quarter."""
     chars = len(line) - line.count(" ") - line.count("\t")
-    return chars > 0 and len(_LETTER.findall(line)) * 4 < chars
+    return len(_DIGITS.findall(line)) * 3 >= chars and len(_LETTER.findall(line)) * 4 < chars
 
 
 def data_content(rel_path: str, data: bytes) -> Optional[str]:
@@ -203,8 +205,8 @@ def data_content(rel_path: str, data: bytes) -> Optional[str]:
         if any(d.lower() in FIXTURE_DIRS for d in p.parts[:-1]):
             return f"fixture of {len(data)} bytes > {DEFAULT_DATA_MAX_BYTES}"
     head = data[:SNIFF_BYTES].decode("utf-8", "replace")
-    lines = [ln.strip() for ln in head.split("\n")[:SNIFF_LINES]]
-    lines = [ln for ln in lines if ln]
+    # Lines of brackets and commas alone (`},`) say nothing: a table and a config have them alike.
+    lines = [ln for ln in (x.strip() for x in head.split("\n")[:SNIFF_LINES]) if _ALNUM.search(ln)]
     if len(data) > SNIFF_BYTES:
         lines = lines[:-1]  # the sample cut the last one short
     if len(lines) < MIN_SNIFF_LINES:
