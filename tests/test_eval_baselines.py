@@ -1,0 +1,76 @@
+"""The eval's lexical baselines (bm25-window, pack) and its BM25-only index that a dense run densifies."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from coderag.eval.baselines import B, K1, Hit, WindowBM25, pack, terms
+from coderag.eval.metrics import Result
+
+from conftest import TINY_FILES, write_files
+
+
+def test_terms_split_identifiers_and_drop_single_characters():
+    assert terms("getUserById(x) in snake_case, HTTPError 42") == [
+        "getuserbyid", "get", "user", "by", "id", "in", "snake_case", "snake", "case", "httperror", "http", "error",
+        "42"]
+
+
+def test_windows_are_40_lines_overlapping_by_20(tmp_path: Path):
+    (tmp_path / "long.py").write_text("".join(f"x{i} = {i}\n" for i in range(1, 51)))  # 50 lines
+    (tmp_path / "short.py").write_text("a = 1\nb = 2\n")
+    (tmp_path / "blank.py").write_text("\n\n\n")
+    bm = WindowBM25.from_files(tmp_path, ["long.py", "short.py", "blank.py", "gone.py"])
+    assert [w[:3] for w in bm.windows] == [("long.py", 1, 40), ("long.py", 21, 50), ("short.py", 1, 2)]
+    assert bm.windows[1][3].splitlines()[0] == "x21 = 21"
+
+
+def test_okapi_scores_by_hand():
+    docs = [("a.py", 1, 2, "alpha beta beta"), ("b.py", 1, 1, "beta gamma"), ("c.py", 1, 1, "delta")]
+    bm = WindowBM25(docs)
+    hits = bm.search("beta beta beta", 10)  # a query term counts once
+    avg = (3 + 2 + 1) / 3
+
+    def score(tf, length, df):
+        idf = math.log(1 + (3 - df + 0.5) / (df + 0.5))
+        return idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avg))
+
+    assert [h.result.file_path for h in hits] == ["a.py", "b.py"]  # c.py scores 0: left out
+    got = bm.matrix[:, [bm.vocab["beta"]]].toarray().ravel()
+    assert got[0] == pytest.approx(score(2, 3, 2), rel=1e-5) and got[1] == pytest.approx(score(1, 2, 2), rel=1e-5)
+    assert bm.search("nothing here", 10) == [] and hits[0].text == "alpha beta beta"
+
+
+def test_pack_keeps_what_fits_in_order():
+    hits = [Hit(Result.block(f"{n}.py", 1, 1), "w " * size) for n, size in (("a", 5), ("b", 50), ("c", 3))]
+    words = lambda text: len(text.split())  # noqa: E731 - a stand-in tokenizer: one token per word
+    shown, used = pack(hits, words, 12)
+    assert [r.file_path for r in shown] == ["a.py", "c.py"] and used == 6 + 4  # each header is one more token
+    assert pack(hits, words, 3) == ([], 0)
+
+
+def test_bm25_only_index_then_a_dense_run_densifies_it(tmp_path: Path):
+    from coderag.config import load_settings
+    from coderag.eval.indexing import prepare_index
+    from coderag.pipelines.code_index import CodeIndex
+
+    root = write_files(tmp_path / "repo", TINY_FILES).resolve()
+    settings = load_settings(root)
+    sparse = prepare_index(root, settings, dense=False)
+    assert sparse["mode"] == "bm25-only" and sparse["pending_dense"] == sparse["indexed_now"] > 0
+    again = prepare_index(root, settings, dense=False)
+    assert again["indexed_now"] == 0 and again["pending_dense"] == sparse["pending_dense"]  # reused as it is
+    with CodeIndex.open(root, settings=settings, create=False) as index:
+        assert index.search("get_user_by_id", retriever="bm25", max_tokens=500)[0].file_path == "src/auth/service.py"
+
+    dense = prepare_index(root, settings, dense=True)
+    assert dense["densified"] == sparse["pending_dense"] and dense["pending_dense"] == 0
+    assert dense["indexed_now"] == 0  # nothing changed: no file was read twice
+    with CodeIndex.open(root, settings=settings, create=False) as index:
+        res = index.search("add sales tax to the sum of the line items", retriever="dense", max_tokens=800,
+                           auto_merge=False, merge_adjacent=False)
+        assert res[0].file_path == "src/billing/invoice.py"
+        assert index.state.counts()["pending_dense"] == 0
