@@ -98,14 +98,17 @@ class QueryReading:
 
     @property
     def definitions(self) -> list[str]:
-        """Names whose definitions a long report points at: the innermost functions of its traceback, and
-        the compound names in its error messages (`RST.__init__` points at `RST.__init__` and at `RST`)."""
-        names = [f.func for f in reversed(self.frames) if f.func and not f.func.startswith("<")][:5]
+        """Names whose definitions a long report points at, most telling first: the innermost function of
+        its traceback, the compound names of its error messages (`RST.__init__` points at `RST.__init__`
+        and at `RST`), then the next frames outwards."""
+        funcs = [f.func for f in reversed(self.frames) if f.func and not f.func.startswith("<")]
+        names = funcs[:1]
         for err in self.errors:
             for ident in _DOTTED_OR_COMPOUND.findall(err.partition(":")[2]):
                 names.append(ident)
                 if "." in ident:
                     names.append(ident.split(".", 1)[0])
+        names += funcs[1:5]
         return list(dict.fromkeys(n for n in names if n.strip("_")))
 
     @property
@@ -212,12 +215,16 @@ def _looks_like_log(block: str) -> bool:
     return noisy * 2 >= len(lines)
 
 
-def as_path(named: str) -> str:
-    """A file a report names, as a POSIX path: `pkg.mod` -> `pkg/mod.py`, backslashes -> slashes."""
+def as_paths(named: str) -> list[str]:
+    """The files a report may mean by `named`, as POSIX paths: itself (backslashes made slashes), and for
+    a dotted name its module file too (`pkg.mod` -> `pkg/mod.py`; `ascii.rst` is a file or a module)."""
     named = named.replace("\\", "/").rstrip("/")
-    if "/" not in named and "." in named and named.rsplit(".", 1)[-1].lower() not in FILE_EXTENSIONS:
-        return named.replace(".", "/") + ".py"  # a dotted module
-    return named
+    if "/" in named or "." not in named:
+        return [named]
+    module = named.replace(".", "/") + ".py"
+    if named.rsplit(".", 1)[-1].lower() in FILE_EXTENSIONS:
+        return [named, module]
+    return [module]
 
 
 def path_matches(candidate: str, named: str) -> bool:
@@ -226,9 +233,10 @@ def path_matches(candidate: str, named: str) -> bool:
     (`pkg.mod`), matched on whole trailing path components: the file name alone when that is all the
     report gives, else at least the file name and its folder (so `numpy/__init__.py` is not ours)."""
     cand_parts = candidate.split("/")
-    named_parts = [p for p in as_path(named).split("/") if p and p != "."]
-    if not named_parts:
-        return False
-    if len(named_parts) == 1:
-        return cand_parts[-1] == named_parts[0]
-    return len(cand_parts) >= 2 and cand_parts[-2:] == named_parts[-2:]
+    for path in as_paths(named):
+        named_parts = [p for p in path.split("/") if p and p != "."]
+        if len(named_parts) == 1 and cand_parts[-1] == named_parts[0]:
+            return True
+        if len(named_parts) >= 2 and len(cand_parts) >= 2 and cand_parts[-2:] == named_parts[-2:]:
+            return True
+    return False

@@ -15,7 +15,7 @@ from coderag.lock import WriterLock
 from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir, find_root, index_dir, private_umask
 from coderag.pipelines.query import SearchOptions, run_search
 from coderag.postprocessors.payload import SearchResults
-from coderag.store.state import STATUS_INDEXED, FileRecord, IndexState
+from coderag.store.state import SEARCHABLE, FileRecord, IndexState
 
 LINE_COUNTS_CACHE = 20_000  # files whose line token counts a process keeps (~1 KB each on the 100k-chunk bench)
 GC_YOUNG_THRESHOLD = 50_000  # net allocations between young collections in a warmed-up (resident) process
@@ -258,8 +258,10 @@ class CodeIndex:
     can_refresh = True
 
     def indexed_paths(self) -> list[str]:
+        """Files searchable now, those of a first build's BM25-only pass included (`file_pattern` selects
+        from these: leaving them out answered a filtered search with nothing until the dense pass ended)."""
         if self._paths is None:
-            self._paths = sorted(p for p, r in self.state.files().items() if r.status == STATUS_INDEXED)
+            self._paths = sorted(p for p, r in self.state.files().items() if r.status in SEARCHABLE)
         return self._paths
 
     def changed_files(self, paths: Iterable[str]) -> set[str]:

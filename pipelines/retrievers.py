@@ -280,13 +280,21 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                 text = nws.node.get_content()
                 hits = sum(1 for k in self._keywords if k in text)
                 fused[nid] *= 1.0 + self._keyword_boost * hits / len(self._keywords)
-        idents = self._identifiers if self._identifiers is not None else [
-            i for q in dict.fromkeys(q for q, _ in results) for i in query_identifiers(q)]
-        if idents and self._definition_boost:
+        if self._identifiers is not None:
+            # A report's reading ranks the names it points at: the boost of a chunk is that of the most
+            # telling name it defines (1, 1/2, 1/3 ... of `definition_boost`).
             for nid, nws in by_id.items():
                 symbol = nws.node.metadata.get(SYMBOL_KEY) or ""
-                hits = sum(1 for i in idents if defines(symbol, i))
-                fused[nid] *= 1.0 + self._definition_boost * hits / len(idents)
+                rank = next((i for i, name in enumerate(self._identifiers) if defines(symbol, name)), None)
+                if rank is not None:
+                    fused[nid] *= 1.0 + self._definition_boost / (rank + 1)
+        else:
+            idents = [i for q in dict.fromkeys(q for q, _ in results) for i in query_identifiers(q)]
+            if idents and self._definition_boost:
+                for nid, nws in by_id.items():
+                    symbol = nws.node.metadata.get(SYMBOL_KEY) or ""
+                    hits = sum(1 for i in idents if defines(symbol, i))
+                    fused[nid] *= 1.0 + self._definition_boost * hits / len(idents)
         if self._tests_docs_weight != 1.0 or self._noise_weight != 1.0:
             for nid, nws in by_id.items():
                 m = nws.node.metadata
