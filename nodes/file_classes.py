@@ -6,8 +6,8 @@ Two reasons, each a skip reason of its own in the skip report and in `coderag st
   hold a private key block, an AWS secret access key or a GCP service-account key. A hard rule: the
   names are checked before any ignore file (IgnoreMatcher), so a user's `!pattern` cannot re-include
   them, and such a file is never opened; the content check runs on every file read.
-- `data`: CSV/TSV, images as text (SVG, ...), notebooks, lock files, snapshots (DATA_PATTERNS, gitignore
-  syntax: the lowest precedence, so `!*.csv` in a .coderagignore brings CSVs back), big JSON/YAML/XML,
+- `data`: CSV/TSV, images as text (SVG, ...), notebooks, lock files, snapshots (`data_name`: below every
+  ignore file's patterns, so `!*.csv` in a .coderagignore brings CSVs back), big JSON/YAML/XML,
   big fixtures, and files that are mostly numeric rows or base64 (`content_class`). One chunk per row
   costs most of a first index's embedding time and never answers a question about the code.
 
@@ -17,7 +17,6 @@ Stdlib only: the walk of a no-change run imports this.
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
 from typing import Optional
 
 from coderag.nodes.languages import EXTENSIONS, detect_language
@@ -65,59 +64,57 @@ ENV_PREFIX = ".env."
 SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".kube", ".gem"})
 
 
+def _split(rel_path: str) -> tuple[list[str], str, str]:
+    """(folders, name, suffix) of a POSIX path, as PurePosixPath has them, in a few string operations: the
+    walk asks for every file, and a PurePosixPath costs several times more."""
+    *dirs, name = rel_path.split("/")
+    dot = name.rfind(".")
+    return dirs, name, name[dot:] if 0 < dot < len(name) - 1 else ""
+
+
 def secret_name(rel_path: str) -> Optional[str]:
     """Why `rel_path` (POSIX, relative) is a secret by its name alone, or None. Cheap: no I/O, no regex."""
-    p = PurePosixPath(rel_path.lower())
-    name = p.name
+    dirs, name, suffix = _split(rel_path.lower())
     if name in SECRET_NAMES:
         return f"{name} file"
-    if p.suffix in SECRET_SUFFIXES:
-        return f"{p.suffix} file"
+    if suffix in SECRET_SUFFIXES:
+        return f"{suffix} file"
     if name.startswith(ENV_PREFIX):
         return f"{ENV_PREFIX}* file"
-    if name.startswith(SECRET_PREFIXES) and p.suffix not in _CODE_SUFFIXES:
+    if name.startswith(SECRET_PREFIXES) and suffix not in _CODE_SUFFIXES:
         return f"{next(x for x in SECRET_PREFIXES if name.startswith(x))}* file"
-    for d in p.parts[:-1]:
+    for d in dirs:
         if d in SECRET_DIRS:
             return f"file in {d}/"
     return None
 
 
-# -- data by name (gitignore lines; IgnoreMatcher applies them below every ignore file) -----------------
-DATA_PATTERNS = """
-*.csv
-*.tsv
-*.psv
-*.jsonl
-*.ndjson
-*.geojson
-*.topojson
-*.arff
-*.har
-*.svg
-*.eps
-*.xpm
-*.xbm
-*.pbm
-*.pgm
-*.ppm
-*.drawio
-*.ipynb
-*.lock
-*.lockfile
-*.lockb
-package-lock.json
-npm-shrinkwrap.json
-pnpm-lock.yaml
-packages.lock.json
-conda-lock.yml
-Package.resolved
-go.sum
-go.work.sum
-*.snap
-*.ambr
-**/__snapshots__/**
-""".split()
+def data_name(rel_path: str) -> Optional[str]:
+    """The built-in pattern by which `rel_path` is a data file (`*.csv`, `go.sum`, `__snapshots__/`), or None."""
+    dirs, name, suffix = _split(rel_path)
+    if suffix in DATA_SUFFIXES:
+        return f"*{suffix}"
+    if name in DATA_NAMES:
+        return name
+    for d in dirs:
+        if d in DATA_DIRS:
+            return f"{d}/"
+    return None
+
+
+# -- data by name: applied below every ignore file (IgnoreMatcher), so a `!pattern` brings them back --------
+DATA_SUFFIXES = frozenset({
+    ".csv", ".tsv", ".psv", ".jsonl", ".ndjson", ".geojson", ".topojson", ".arff", ".har",   # rows, records
+    ".svg", ".eps", ".xpm", ".xbm", ".pbm", ".pgm", ".ppm", ".drawio",                      # images as text
+    ".ipynb",
+    ".lock", ".lockfile", ".lockb",                                                          # lock files
+    ".snap", ".ambr",                                                                        # test snapshots
+})
+DATA_NAMES = frozenset({
+    "package-lock.json", "npm-shrinkwrap.json", "pnpm-lock.yaml", "packages.lock.json", "conda-lock.yml",
+    "Package.resolved", "go.sum", "go.work.sum",
+})
+DATA_DIRS = frozenset({"__snapshots__"})
 # Notebooks (`*.ipynb`) are data here: as raw JSON every code line is a quoted string and the outputs
 # (base64 images, tables) are most of the bytes, so their chunks embed as noise; the cells would need a
 # converter of their own. Lock files list versions that the manifest next to them (pyproject.toml,
@@ -195,14 +192,13 @@ def _is_row(line: str) -> bool:
 
 def data_content(rel_path: str, data: bytes) -> Optional[str]:
     """Why a file that was read is data (size, rows of numbers, base64), or None. `data`: its bytes."""
-    p = PurePosixPath(rel_path)
     language = detect_language(rel_path, data[:200].decode("utf-8", "replace"))
     if language in CODE_LANGUAGES:
         return None
     if len(data) > DEFAULT_DATA_MAX_BYTES:
         if language in DATA_LANGUAGES_BY_SIZE:
             return f"{language} of {len(data)} bytes > {DEFAULT_DATA_MAX_BYTES}"
-        if any(d.lower() in FIXTURE_DIRS for d in p.parts[:-1]):
+        if any(d.lower() in FIXTURE_DIRS for d in _split(rel_path)[0]):
             return f"fixture of {len(data)} bytes > {DEFAULT_DATA_MAX_BYTES}"
     head = data[:SNIFF_BYTES].decode("utf-8", "replace")
     # Lines of brackets and commas alone (`},`) say nothing: a table and a config have them alike.

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pathspec
 
-from coderag.nodes.file_classes import DATA, DATA_PATTERNS, SECRET, secret_name
+from coderag.nodes.file_classes import DATA, SECRET, data_name, secret_name
 
 if TYPE_CHECKING:  # scan.py imports this module
     from coderag.nodes.scan import SkipLog
@@ -20,7 +20,7 @@ INDEX_DIR_NAME = ".coderag"
 IGNORE_FILE_NAMES = (".gitignore", ".coderagignore")
 
 # Lowest precedence: a user's .gitignore or .coderagignore can re-include any of these with "!pattern".
-# Lock files, CSVs, SVGs, snapshots ... are in file_classes.DATA_PATTERNS, below these, and counted as "data".
+# Lock files, CSVs, SVGs, snapshots ... are file_classes.data_name, below these, and counted as "data".
 BUILTIN_PATTERNS = """
 .git/
 .hg/
@@ -140,9 +140,6 @@ def _compile(lines: list[str], source: str) -> pathspec.GitIgnoreSpec | None:
         return pathspec.GitIgnoreSpec.from_lines(good) if good else None
 
 
-_DATA_SPEC = pathspec.GitIgnoreSpec.from_lines(DATA_PATTERNS)
-
-
 def _read_lines(path: Path) -> list[str]:
     try:
         return path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -157,7 +154,8 @@ class IgnoreMatcher:
     re-includes, as in git. At each level `.gitignore` comes before `.coderagignore`, so the
     latter can override the former. The index folder is always ignored, and so is every file whose
     name says it is a secret (file_classes.secret_name): a hard rule no `!pattern` overrides. Files
-    that only the built-in data patterns match are ignored too, and a `!pattern` re-includes them.
+    whose name says they are data (file_classes.data_name) are ignored below every ignore file's
+    patterns, so a `!pattern` re-includes them.
 
     The walk never opens an ignored file, so the matcher is where secrets and data files are seen:
     with `skips`, each file ignored for one of those two reasons is noted there ("secret", "data").
@@ -200,7 +198,7 @@ class IgnoreMatcher:
             if why is not None:  # before every ignore file: no negation reaches it
                 self._note(rel_path, SECRET, why)
                 return True
-            data_hit = _DATA_SPEC.check_file(rel_path).index
+            data_hit = data_name(rel_path)  # the lowest level of all: any ignore file overrides it
         ignored = data_hit is not None
         for depth in range(len(parts)):
             dir_rel = "/".join(parts[:depth])
@@ -212,7 +210,7 @@ class IgnoreMatcher:
             if result.include is not None:
                 ignored, data_hit = result.include, None
         if data_hit is not None:  # ignored by a data pattern alone (a user's own rule is not a skip)
-            self._note(rel_path, DATA, f"matches {DATA_PATTERNS[data_hit]}")
+            self._note(rel_path, DATA, f"matches {data_hit}")
         return ignored
 
     def _note(self, rel_path: str, reason: str, detail: str) -> None:

@@ -165,7 +165,7 @@ def test_ignore_data_files_are_skipped_and_a_negation_brings_them_back(tmp_path:
     assert walked == {".coderagignore", "keep/table.csv", "src/app.py"}
     assert skips.counts == {"data": 9}
     assert ("bench/results.csv", "data", "matches *.csv") in skips.items
-    assert ("tests/__snapshots__/view.txt", "data", "matches **/__snapshots__/**") in skips.items
+    assert ("tests/__snapshots__/view.txt", "data", "matches __snapshots__/") in skips.items
 
 
 def test_ignore_matcher_notes_secrets_and_data_but_not_the_users_own_rules(tmp_path: Path) -> None:
