@@ -192,6 +192,8 @@ def _is_row(line: str) -> bool:
 
 def data_content(rel_path: str, data: bytes) -> Optional[str]:
     """Why a file that was read is data (size, rows of numbers, base64), or None. `data`: its bytes."""
+    if data_name(rel_path) is not None:
+        return None  # data by name that the walk let through: a user's `!pattern` asked for it
     language = detect_language(rel_path, data[:200].decode("utf-8", "replace"))
     if language in CODE_LANGUAGES:
         return None

@@ -108,6 +108,8 @@ def test_file_classes_rows_of_numbers_are_data_outside_code() -> None:
     # the same numbers in code are a table the code owns
     assert data_content("src/table.py", rows) is None
     assert data_content("src/table.c", rows) is None
+    # a CSV read at all was re-included by the user's `!pattern`: not dropped again by its rows
+    assert data_content("keep/table.csv", rows) is None
 
 
 def test_file_classes_base64_blobs_are_data() -> None:
