@@ -163,7 +163,9 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
 @click.argument("query")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
               help="Repository, or any folder inside it (the nearest indexed ancestor is used).")
-@click.option("--files", "file_pattern", metavar="GLOB", help="Only paths matching, e.g. 'src/**/*.py' or '!tests/**'.")
+@click.option("--files", "file_pattern", metavar="GLOB",
+              help="Only paths matching: comma-separated globs, '!' excludes, {a,b} alternatives, "
+                   "e.g. 'src/**/*.py,!tests/**' or '**/*.{py,rst}'.")
 @click.option("--keyword", "-k", "keywords", multiple=True, metavar="K", help="Exact identifier to boost (repeatable).")
 @click.option("--exact", is_flag=True, help="Keep only chunks that contain every --keyword.")
 @click.option("--max-tokens", type=int, default=4000, show_default=True, help="Budget for the whole output.")

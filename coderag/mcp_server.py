@@ -11,8 +11,9 @@ from mcp.server.mcpserver import Context, MCPServer  # this module is only impor
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
+from coderag.agent_text import validation_message
 from coderag.errors import CodeRagError
-
+from coderag.mcp_args import ArgumentCheck
 from coderag.pipelines.query import MAX_TOKENS_LIMIT, MIN_TOKENS
 
 log = logging.getLogger("coderag.mcp")
@@ -38,10 +39,10 @@ path), <lines> start-end (1-based, inclusive, exact), <language>, <symbol>, <las
 code in <snippet> (XML-escaped: &lt; is <). A <truncated> element means the block was cut to fit
 max_tokens: call expand_result(id) for the rest. <stale> means the file changed since indexing.
 
-Filtering: `file_pattern` takes globs relative to the repo root, comma-separated, `!` to exclude
-(e.g. "src/**/*.py", "*.md", "!tests/**"). `requires_exact_match=true` keeps only blocks containing
-every keyword (use it to find all places mentioning one identifier). If nothing is found, broaden the
-query or drop the filters.
+Filtering: `file_pattern` takes globs relative to the repo root, comma-separated, `!` to exclude,
+`{a,b}` for alternatives (e.g. "src/**/*.py", "*.md", "**/*.{py,rst}", "src/**/*.ts,!**/*.test.ts").
+`requires_exact_match=true` keeps only blocks containing every keyword (use it to find all places
+mentioning one identifier). If nothing is found, broaden the query or drop the filters.
 """
 
 
@@ -86,6 +87,8 @@ def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
     from importlib.metadata import version
 
     mcp = MCPServer(SERVER_NAME, version=version("coderag"), instructions=INSTRUCTIONS, lifespan=lifespan)
+    checked = ArgumentCheck()  # arguments are checked here first: unknown ones refused, errors in words
+    mcp.middleware.append(checked)
 
     def call(ctx: Context, method: str, **params):
         """Run a request on the index; errors the agent can fix come back as readable tool errors."""
@@ -93,16 +96,18 @@ def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
         try:
             return handle.call(method, **params)
         except ValidationError as exc:
-            raise ToolError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from exc
+            raise ToolError(validation_message(exc)) from exc
         except (ValueError, CodeRagError) as exc:
             raise ToolError(str(exc)) from exc
 
     @mcp.tool(description=SEARCH_DESCRIPTION, structured_output=False)
+    @checked.register
     def search_code(
         query: Annotated[str, Field(min_length=1, description="What the code does, in words and/or identifiers.")],
         ctx: Context,
         keywords: Annotated[list[str], Field(description="Exact identifiers, error codes or config keys to boost.")] = [],  # noqa: B006
-        file_pattern: Annotated[Optional[str], Field(description="Globs on repo-relative paths, e.g. 'src/**/*.py,!tests/**'.")] = None,
+        file_pattern: Annotated[Optional[str], Field(
+            description="Globs on repo-relative paths, e.g. 'src/**/*.py,!tests/**' or '**/*.{py,rst}'.")] = None,
         requires_exact_match: Annotated[bool, Field(description="Only blocks containing every keyword.")] = False,
         max_tokens: Annotated[int, Field(ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT, description="Budget for the whole answer.")] = 4000,
     ) -> str:
@@ -113,6 +118,7 @@ def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
     @mcp.tool(description="State of the code index: root, file and chunk counts, model, last update, "
                           "changed files not yet indexed, and background indexing progress.",
               structured_output=False)
+    @checked.register
     def index_status(ctx: Context) -> str:
         return json.dumps(call(ctx, "status"), indent=1)
 
@@ -120,6 +126,7 @@ def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
                           "definition (class or function) of result `id`, or `context_lines` lines around it. "
                           "`id` is a result id from search_code, or a location 'path:START-END'.",
               structured_output=False)
+    @checked.register
     def expand_result(
         id: Annotated[str, Field(min_length=1, description="Result id from search_code, or 'path:START-END'.")],
         ctx: Context,
@@ -133,4 +140,9 @@ def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
 
 
 def serve_stdio(root: str | Path = ".", settings=None) -> None:
-    build_server(root, settings).run()
+    """Serve on stdin/stdout until stdin closes; every malformed line gets an answer (coderag/mcp_stdio.py)."""
+    import anyio
+
+    from coderag.mcp_stdio import run_stdio
+
+    anyio.run(run_stdio, build_server(root, settings))

@@ -34,8 +34,12 @@ class _Handler(socketserver.StreamRequestHandler):
                 result = service.dispatch(req.get("method", ""), req.get("params") or {})
                 resp = {"id": req.get("id"), "result": result}
             except Exception as exc:  # every failure goes back to the client as an error it can show
-                resp = {"id": None, "error": {"type": type(exc).__name__, "message": str(exc)}}
-            self.wfile.write((json.dumps(resp, ensure_ascii=False) + "\n").encode("utf-8"))
+                from coderag.agent_text import validation_message
+
+                message = validation_message(exc) if type(exc).__name__ == "ValidationError" else str(exc)
+                resp = {"id": None, "error": {"type": type(exc).__name__, "message": message}}
+            # "replace": a lone surrogate in some text must not kill the answer (and the client's connection).
+            self.wfile.write((json.dumps(resp, ensure_ascii=False) + "\n").encode("utf-8", "replace"))
             self.wfile.flush()
 
 

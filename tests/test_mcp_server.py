@@ -194,6 +194,12 @@ async def test_mcp_search_code_filters_and_budget(client: Client) -> None:
     go_only = results(await search(client, "server start", file_pattern="**/*.go"))
     assert go_only and {h["path"] for h in go_only} == {"cmd/server/main.go"}
 
+    # A brace set (once silently matched nothing); its comma does not split the pattern.
+    go_or_ts = results(await search(client, "server start user record", file_pattern="**/*.{go,ts},!web/nothing/**"))
+    assert go_or_ts and {h["path"] for h in go_or_ts} <= {"cmd/server/main.go", "web/api.ts"}
+    described = {t.name: t.description for t in (await client.list_tools()).tools}["search_code"]
+    assert "`{a,b}` for alternatives" in described and "**/*.{py,rst}" in described  # the agent is told
+
     no_tests = results(await search(client, "user", file_pattern="!src/**"))
     assert no_tests and not [h for h in no_tests if h["path"].startswith("src/")]
 
@@ -274,6 +280,11 @@ async def test_mcp_expand_result_shows_the_enclosing_definition(client: Client) 
     ("search_code", {}, ["query", "required"]),
     ("search_code", {"query": 3}, ["query", "valid string"]),
     ("search_code", {"query": "login", "file_pattern": "[abc"}, ["'[abc'", "unclosed '['", "Examples: 'src/**/*.py'"]),
+    # Once a bare "Error executing tool search_code" (a re.error from pathspec escaped as a crash).
+    ("search_code", {"query": "login", "file_pattern": "[z-a]"}, ["'[z-a]'", "bad character range z-a", "Examples:"]),
+    ("search_code", {"query": "login", "file_pattern": "*.{py"}, ["'*.{py'", "unclosed '{'"]),
+    # Once ignored without a word: the search ran without the argument the agent meant.
+    ("search_code", {"query": "login", "file_patern": "*.py"}, ["unknown argument 'file_patern'", "file_pattern"]),
     ("search_code", {"query": "login", "keywords": "MAX_RETRIES"}, ["keywords", "valid list"]),
     ("search_code", {"query": "login", "requires_exact_match": "maybe"}, ["requires_exact_match", "boolean"]),
     ("search_code", {"query": "login", "max_tokens": 10}, ["max_tokens", "greater than or equal to 50"]),
