@@ -77,6 +77,17 @@ def test_run_eval_finds_the_gold_of_easy_queries(run):
     assert ident["bm25"].ranked[0].startswith("src/auth/service.py:")
 
 
+def test_baselines_answer_with_spans_and_a_packed_payload(run):
+    ident = run.queries[0]["outcomes"]
+    for v in ("li-bm25", "bm25-window"):
+        out = ident[v]
+        assert out.error is None and out.ranked[0].startswith("src/auth/service.py:"), (v, out.ranked)
+        assert out.metrics["recall@1"] == 1.0 and out.in_payload and 0 < out.tokens <= 600
+    info = run.meta["corpora"]["tiny"]
+    assert info["mode"] == "dense" and info["pending_dense"] == 0  # dense variants asked: vectors for all
+    assert info["li-bm25"]["units"] > 0 and info["bm25-window"]["units"] > 0
+
+
 def test_run_eval_counts_a_failing_variant_as_misses(run):
     row = run.summary["dense"]["all"]
     assert row["errors"] == 3 and row["recall@10"] == 0.0 and row["in_payload"] == 0.0
@@ -168,4 +179,4 @@ def test_compare_puts_saved_runs_side_by_side(run, tmp_path: Path):
     b.write_text(json.dumps(data))
     table = compare([a, b], variants=["full"])
     assert "| full [defaults] | 3 |" in table and "| full [dense_weight=2] | 3 |" in table
-    assert "bm25" not in table
+    assert "| bm25 " not in table
