@@ -64,6 +64,25 @@ ENV_PREFIX = ".env."
 SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".kube", ".gem"})
 
 
+# -- data by name: applied below every ignore file (IgnoreMatcher), so a `!pattern` brings them back --------
+DATA_SUFFIXES = frozenset({
+    ".csv", ".tsv", ".psv", ".jsonl", ".ndjson", ".geojson", ".topojson", ".arff", ".har",   # rows, records
+    ".svg", ".eps", ".xpm", ".xbm", ".pbm", ".pgm", ".ppm", ".drawio",                      # images as text
+    ".ipynb",
+    ".lock", ".lockfile", ".lockb",                                                          # lock files
+    ".snap", ".ambr",                                                                        # test snapshots
+})
+DATA_NAMES = frozenset({
+    "package-lock.json", "npm-shrinkwrap.json", "pnpm-lock.yaml", "packages.lock.json", "conda-lock.yml",
+    "Package.resolved", "go.sum", "go.work.sum",
+})
+DATA_DIRS = frozenset({"__snapshots__"})
+# Notebooks (`*.ipynb`) are data here: as raw JSON every code line is a quoted string and the outputs
+# (base64 images, tables) are most of the bytes, so their chunks embed as noise; the cells would need a
+# converter of their own. Lock files list versions that the manifest next to them (pyproject.toml,
+# package.json, Cargo.toml) already names, so BM25 loses nothing either.
+
+
 def _split(rel_path: str) -> tuple[list[str], str, str]:
     """(folders, name, suffix) of a POSIX path, as PurePosixPath has them, in a few string operations: the
     walk asks for every file, and a PurePosixPath costs several times more."""
@@ -101,24 +120,6 @@ def data_name(rel_path: str) -> Optional[str]:
             return f"{d}/"
     return None
 
-
-# -- data by name: applied below every ignore file (IgnoreMatcher), so a `!pattern` brings them back --------
-DATA_SUFFIXES = frozenset({
-    ".csv", ".tsv", ".psv", ".jsonl", ".ndjson", ".geojson", ".topojson", ".arff", ".har",   # rows, records
-    ".svg", ".eps", ".xpm", ".xbm", ".pbm", ".pgm", ".ppm", ".drawio",                      # images as text
-    ".ipynb",
-    ".lock", ".lockfile", ".lockb",                                                          # lock files
-    ".snap", ".ambr",                                                                        # test snapshots
-})
-DATA_NAMES = frozenset({
-    "package-lock.json", "npm-shrinkwrap.json", "pnpm-lock.yaml", "packages.lock.json", "conda-lock.yml",
-    "Package.resolved", "go.sum", "go.work.sum",
-})
-DATA_DIRS = frozenset({"__snapshots__"})
-# Notebooks (`*.ipynb`) are data here: as raw JSON every code line is a quoted string and the outputs
-# (base64 images, tables) are most of the bytes, so their chunks embed as noise; the cells would need a
-# converter of their own. Lock files list versions that the manifest next to them (pyproject.toml,
-# package.json, Cargo.toml) already names, so BM25 loses nothing either.
 
 # -- content ----------------------------------------------------------------------------------------
 # A private key is its body, not its header: the header must be followed, within KEY_BODY_WINDOW bytes
