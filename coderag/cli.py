@@ -400,8 +400,10 @@ def status(path: Path) -> None:
 @click.option("--corpus-root", "corpus_roots", multiple=True, metavar="NAME=PATH",
               help="Index PATH for corpus NAME instead of fetching the pinned corpus; for a snapshot corpus "
                    "(swebench-dev), the folder of its snapshots, else $CODERAG_SWEBENCH_DIR (repeatable).")
+@click.option("--wait", type=click.FloatRange(min=0), default=DEFAULT_WAIT_S, show_default=True, metavar="SECONDS",
+              help="Seconds to wait while another coderag process holds a corpus' index.")
 def eval_command(dataset: str, variants: str, max_tokens: int, out: Path | None, limit: int | None,
-                 overrides: tuple[str, ...], corpus_roots: tuple[str, ...]) -> None:
+                 overrides: tuple[str, ...], corpus_roots: tuple[str, ...], wait: float) -> None:
     """Score retrieval on labelled queries: recall@k, MRR, nDCG, tokens and latency per variant.
 
     Indexes each corpus once (in <corpus>/.coderag, reused when up to date), runs every query through
@@ -464,7 +466,7 @@ def eval_command(dataset: str, variants: str, max_tokens: int, out: Path | None,
         from pydantic import ValidationError
 
         run = run_eval(queries, chosen, max_tokens, root_for_corpus=root_for, overrides=over,
-                       status=StatusLine())
+                       status=StatusLine(), wait=wait)
     except ValidationError as exc:
         from coderag.config import render_errors
 

@@ -29,9 +29,11 @@ from coderag.config import Settings
 __all__ = ["prepare_index"]
 
 
-def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optional[Any] = None) -> dict[str, Any]:
+def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optional[Any] = None,
+                  wait: float = 0.0) -> dict[str, Any]:
     """Index what changed under `root` (with vectors only when `dense`); with `dense`, also give every file
-    that a BM25-only run left without vectors its vectors. Returns what was done, for the run's meta."""
+    that a BM25-only run left without vectors its vectors. `wait`: seconds to wait while another process
+    holds the index. Returns what was done, for the run's meta."""
     from coderag.errors import ConfigError
     from coderag.lock import WriterLock
     from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
@@ -42,7 +44,7 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
     t0 = time.perf_counter()
     root = Path(root).resolve()
     idx = ensure_index_dir(root)
-    with WriterLock(idx / LOCK_NAME).acquire():
+    with WriterLock(idx / LOCK_NAME).acquire(wait=wait):
         state = IndexState(idx / DB_NAME)
         try:
             fp = fingerprint(settings)

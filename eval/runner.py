@@ -250,7 +250,7 @@ def _location(q) -> tuple[str, Optional[str], Optional[str]]:
 
 def run_eval(queries: Sequence, variants: Sequence[str] = VARIANTS, max_tokens: int = DEFAULT_MAX_TOKENS,
              root_for_corpus: Optional[Callable[[str], Path]] = None, overrides: Optional[dict[str, Any]] = None,
-             status: Optional[StatusLine] = None) -> EvalRun:
+             status: Optional[StatusLine] = None, wait: float = 0.0) -> EvalRun:
     """Index each corpus (each snapshot) of `queries` once, reusing an up-to-date index; run every variant.
 
     Args:
@@ -258,6 +258,7 @@ def run_eval(queries: Sequence, variants: Sequence[str] = VARIANTS, max_tokens: 
         root_for_corpus: corpus name -> folder to index (default: fetch the pinned corpus); for a snapshot
             corpus, the folder that holds its snapshots.
         overrides: retrieval settings to change for this run, e.g. {"dense_weight": 2.0}.
+        wait: seconds to wait for an index that another process holds (an indexing run, an owner).
     """
     from coderag.config import load_settings
     from coderag.eval.indexing import prepare_index
@@ -299,11 +300,12 @@ def run_eval(queries: Sequence, variants: Sequence[str] = VARIANTS, max_tokens: 
         settings = apply_overrides(load_settings(root), overrides or {})
         status.label = label
         try:
-            info = prepare_index(root, settings, dense=dense, progress=status.indexing)
+            info = prepare_index(root, settings, dense=dense, progress=status.indexing, wait=wait)
         finally:
             status.clear()
         meta["corpora"][label] = {"root": str(root), **info, "retrieval": settings.retrieval.model_dump()}
-        rows.extend(_run_corpus(root, settings, qs, variants, max_tokens, rg, status, meta["corpora"][label]))
+        rows.extend(_run_corpus(root, settings, qs, variants, max_tokens, rg, status, meta["corpora"][label],
+                                wait))
     meta["seconds"] = round(time.perf_counter() - started, 1)
     return EvalRun(meta, rows, summarize(rows, variants))
 
@@ -330,10 +332,11 @@ def _baselines(index, variants: Sequence[str], status: StatusLine, info: dict[st
 
 
 def _run_corpus(root: Path, settings, queries: Sequence, variants: Sequence[str], max_tokens: int,
-                rg: Optional[str], status: StatusLine, info: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+                rg: Optional[str], status: StatusLine, info: Optional[dict[str, Any]] = None,
+                wait: float = 0.0) -> list[dict[str, Any]]:
     from coderag.pipelines.code_index import CodeIndex
 
-    index = CodeIndex.open(root, settings=settings, create=False)
+    index = CodeIndex.open(root, settings=settings, create=False, wait=wait)
     try:
         baselines = _baselines(index, variants, status, info if info is not None else {})
         for mode in ("hybrid", "bm25", "dense"):  # load the model and the stores outside the timings
