@@ -141,8 +141,16 @@ def _compile(lines: list[str], source: str) -> pathspec.GitIgnoreSpec | None:
 
 
 def _read_lines(path: Path) -> list[str]:
+    # Deferred: safe_path imports this module. A FIFO named .gitignore must not block the walk, and a
+    # .gitignore that is a link is not followed (as git does not since 2.32).
+    from coderag.nodes.safe_path import open_regular
+
+    fh, _, _ = open_regular(path)
+    if fh is None:
+        return []
     try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+        with fh:
+            return fh.read().decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
 

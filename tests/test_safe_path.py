@@ -25,11 +25,15 @@ BAD_NAME = os.fsdecode(b"bad\xffname.py")  # what os.scandir gives for a name th
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 
 
+class Blocked(Exception):
+    """Not an OSError (as TimeoutError is): code under test that catches OSError must not swallow it."""
+
+
 @contextmanager
 def within(seconds: int):
     """Fail, instead of hanging the suite, if the body blocks (an open() of a FIFO waits for a writer)."""
     def fail(signum, frame):
-        raise TimeoutError(f"blocked for more than {seconds} s")
+        raise Blocked(f"blocked for more than {seconds} s")
 
     old = signal.signal(signal.SIGALRM, fail)
     signal.alarm(seconds)
@@ -252,3 +256,15 @@ def test_safe_path_cli_index_skips_special_files_and_bad_names_and_lists_why(tmp
     assert f"bad\\xffname.py: undecodable name ({b'bad' + bytes([0xff]) + b'name.py'!r})" in r.output
     assert "outside_link: symlink" in r.output and "leak.py: symlink" in r.output
     assert MARKER not in r.output
+
+
+@needs_fifo
+def test_safe_path_ignore_files_that_are_fifos_or_links_are_not_read(tmp_path: Path) -> None:
+    """A FIFO named .gitignore once blocked the walk; a .gitignore link is not followed, as git does not."""
+    (tmp_path / "outside_rules").write_text("*.py\n")
+    root = write_files(tmp_path / "repo", {"a.py": "A = 1\n", "sub/b.py": "B = 2\n"})
+    os.mkfifo(root / ".gitignore")
+    os.symlink(tmp_path / "outside_rules", root / "sub" / ".gitignore")
+    with within(5):
+        entries = walk(root, IgnoreMatcher(root), SkipLog())
+    assert [e.rel_path for e in entries] == ["a.py", "sub/b.py"]

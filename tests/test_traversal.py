@@ -92,8 +92,8 @@ def _forbidden() -> list[str]:
 
 def _alarm(seconds: int):
     """A last guard: a tool call that blocks the event loop (an open() of a FIFO) fails the test."""
-    def fail(signum, frame):
-        raise TimeoutError(f"the traversal test ran past {seconds} s: a call blocked")
+    def fail(signum, frame):  # not TimeoutError: an OSError, which code under test may catch
+        raise RuntimeError(f"the traversal test ran past {seconds} s: a call blocked")
 
     signal.signal(signal.SIGALRM, fail)
     signal.alarm(seconds)
