@@ -8,7 +8,9 @@
         (`IgnoreMatcher.is_ignored_anywhere`; pass the caller's `matcher` to reuse its parsed rules, or
         `check_ignored=False` where the path comes from the index itself). Reasons, in `REASONS`: "empty path",
         "undecodable name", "NUL byte", "absolute path", "not a normalized path", "outside the repository",
-        "index folder", "missing", "unreadable", "not a regular file", "ignored".
+        "index folder", "missing", "unreadable", "not a regular file", "ignored". A link that stays inside
+        is followed; to refuse every link (the walk follows none), compare the path returned with
+        `os.path.join(os.path.realpath(root), rel_path)`, as pipelines/ingestion.py `changes_for_paths` does.
 
     open_readable(root, rel_path, matcher=None, check_ignored=True) -> (BinaryIO | None, reason)
         The same check, then the file opened with O_NONBLOCK, its type checked on the descriptor (a FIFO,
@@ -17,12 +19,18 @@
 
     open_regular(path, root=None) -> (BinaryIO | None, reason, detail)
         The open alone, for a path already checked (a file found by the walk): never blocks, refuses what is
-        not a regular file, and with `root`, what lies outside it or in its index folder. `detail` is the
-        system's message when the reason is "unreadable" (a permission error), else "".
+        not a regular file (or became a link), and with `root`, what lies outside it or in its index folder.
+        `detail`: the system's message for "unreadable" (a permission error), what the file is for "not a
+        regular file" ("a FIFO", "a socket", "a device", "a symlink"), else "".
+
+    RepoFiles(root, matcher=None, check_ignored=True)
+        The same bound to one root resolved once: `.check(rel_path)` -> (resolved path, stat, reason),
+        `.open(rel_path)`; for callers that check many paths (LineSource, changes_for_paths).
 
     is_decodable(name) -> bool
         False for a name os.scandir decoded with surrogate escapes (bytes that are not UTF-8): such a name
-        cannot be stored or printed, so the walk and the watcher skip it as "undecodable name".
+        cannot be stored or printed, so the walk and the watcher skip it as "undecodable name";
+        `escaped_name(name)` is its printable form, with the bytes as \\xNN.
 
 Examples:
     >>> readable_path("/repo", "../etc/passwd")                     # doctest: +SKIP

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from coderag.nodes.file_classes import content_class
 from coderag.nodes.ignore import IgnoreMatcher
-from coderag.nodes.safe_path import MISSING, UNDECODABLE, UNREADABLE, escaped_name, file_kind, is_decodable, open_regular
+from coderag.nodes.safe_path import (MISSING, UNDECODABLE, UNREADABLE, escaped_name, file_kind, is_decodable,
+                                     open_regular)
 
 DEFAULT_HARD_MAX_BYTES = 8 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192

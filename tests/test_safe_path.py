@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from conftest import write_files
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.safe_path import lexical_reason, open_readable, open_regular, readable_path
-from coderag.nodes.scan import FileEntry, SkipLog, hash_file, read_text_file, walk
+from coderag.nodes.scan import SkipLog, hash_file, read_text_file, walk
 from coderag.postprocessors.lines import LineSource
 
 MARKER = "OUTSIDE-MARKER-5f1c9e"
@@ -179,7 +179,8 @@ def test_safe_path_file_replaced_by_a_fifo_after_the_walk_is_skipped_at_once(tmp
 def test_safe_path_line_source_refuses_fifo_links_out_and_the_index_folder(layout: Path) -> None:
     src = LineSource(layout)
     with within(5):
-        for rel in ("pipe.py", "src/passwd.py", "outside_link/secret.py", ".coderag/owner.json", "../outside/secret.py"):
+        for rel in ("pipe.py", "src/passwd.py", "outside_link/secret.py", ".coderag/owner.json",
+                    "../outside/secret.py"):
             assert src.lines(rel) is None and src.span(rel, 1, 3) is None, rel
     assert src.refusal["pipe.py"] == "not a regular file"
     assert src.refusal["src/passwd.py"] == "outside the repository"
