@@ -92,7 +92,6 @@ class IndexService:
             lock.release()
             self._ready.set()  # requests already waiting fail at once (the index is None)
             raise
-        self._ready.set()
         self.index.can_refresh = False  # search-time refreshes happen in search() below, never waiting
         self._ingest = self.index.ingest_lock
         counts = self.index.state.counts()
@@ -100,6 +99,7 @@ class IndexService:
         if self.background:
             self.progress.update(phase="scanning")  # before the first request can see an empty index
             self._spawn(self._initial_index, "coderag-indexer")
+        self._ready.set()  # requests waiting since the socket opened see the index and its phase now
         if self.watch:
             from coderag.watcher import TreeWatcher
 
