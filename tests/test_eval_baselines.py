@@ -74,3 +74,24 @@ def test_bm25_only_index_then_a_dense_run_densifies_it(tmp_path: Path):
                            auto_merge=False, merge_adjacent=False)
         assert res[0].file_path == "src/billing/invoice.py"
         assert index.state.counts()["pending_dense"] == 0
+
+
+def test_an_index_of_other_chunking_is_rebuilt_or_refused(tmp_path: Path):
+    from coderag.config import load_settings
+    from coderag.errors import ConfigError
+    from coderag.eval.indexing import prepare_index
+    from coderag.paths import DB_NAME, index_dir
+    from coderag.store.state import IndexState
+
+    root = write_files(tmp_path / "repo", TINY_FILES).resolve()
+    settings = load_settings(root)
+    first = prepare_index(root, settings, dense=False)
+    state = IndexState(index_dir(root) / DB_NAME)
+    state.set_meta("fingerprint", '{"splitter": "0"}')  # as if an older splitter had built it
+    state.commit()
+    state.close()
+    with pytest.raises(ConfigError, match="--rebuild"):
+        prepare_index(root, settings, dense=False, rebuild_stale=False)
+    again = prepare_index(root, settings, dense=False)
+    assert again["rebuilt"] and again["indexed_now"] == first["indexed_now"] > 0
+    assert prepare_index(root, settings, dense=False)["rebuilt"] is False
