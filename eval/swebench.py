@@ -82,7 +82,8 @@ def _main(argv: list[str]) -> int:
         snapshots = Path(argv[i + 1])
         argv = argv[:i] + argv[i + 2:]
     if not snapshots.is_dir():
-        print(f"warning: no snapshots in {snapshots}: gold ranges are written as the source gives them", file=sys.stderr)
+        print(f"warning: no snapshots in {snapshots}: gold ranges are written as the source gives them",
+              file=sys.stderr)
     src = Path(argv[0]) if argv else DEFAULT_SOURCE
     out = Path(argv[1]) if len(argv) > 1 else DATASETS_DIR / f"{CORPUS}.jsonl"
     with src.open(encoding="utf-8") as f:

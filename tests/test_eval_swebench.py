@@ -52,7 +52,8 @@ SOLAR = {
 SOURCE = [  # the shape of ../shared/datasets/swebench-dev/queries.jsonl
     {"id": "swe-acme__widgets-1", "repo": "acme/widgets", "commit": C1,
      "query": "resize_widget crashes with ValueError\n\n```\nTraceback (most recent call last):\n"
-              "  File \"app.py\", line 3, in <module>\n    resize_widget(w, -1)\nValueError: factor must be positive\n```\n",
+              "  File \"app.py\", line 3, in <module>\n    resize_widget(w, -1)\n"
+              "ValueError: factor must be positive\n```\n",
      "gold_files": ["src/widgets/core.py"], "gold_lines": {"src/widgets/core.py": [[11, 12]]},
      "source": "swe-bench-lite", "kind": "issue", "language": "python", "instance_id": "acme__widgets-1"},
     {"id": "swe-pvlib__pvlib-python-2", "repo": "pvlib/pvlib-python", "commit": C2,
@@ -157,7 +158,8 @@ def test_cli_dataset_all_skips_missing_snapshots_and_explicit_says_how(dataset: 
     monkeypatch.setattr(datasets, "DATASETS_DIR", shelf)
     monkeypatch.setenv("CODERAG_SWEBENCH_DIR", str(tmp_path / "not-prepared"))
 
-    res = _eval(["--dataset", "all", "--variants", "bm25", "--corpus-root", f"tiny={tiny}", "--out", str(tmp_path / "o")])
+    res = _eval(["--dataset", "all", "--variants", "bm25", "--corpus-root", f"tiny={tiny}",
+                 "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert "skipping dataset swebench-dev: the snapshots of swebench-dev are not in" in res.output
     assert "| bm25 | 1 | 0 |" in res.output
