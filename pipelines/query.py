@@ -152,8 +152,8 @@ def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filt
     """The LlamaIndex retriever graph for one request (cheap to build; filters are per request). `light`: the
     legs return light nodes (no links to the previous and next chunks, which a search never reads).
     `while_embedding(nodes)`: done with the BM25 leg's results while a helper process embeds the query."""
-    from coderag.pipelines.retrievers import (BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever,
-                                              WeightedRRFFusionRetriever)
+    from coderag.pipelines.fusion import WeightedRRFFusionRetriever
+    from coderag.pipelines.retrievers import BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever
 
     r = index.settings.retrieval
     exact = opts.keywords if opts.requires_exact_match else []
@@ -180,7 +180,9 @@ def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filt
         similarity_top_k=opts.top_k or r.fusion_top_k, keywords=opts.keywords, keyword_boost=r.keyword_boost,
         tests_docs_weight=r.tests_docs_weight, timings=timings, while_embedding=while_embedding,
         identifiers=reading.definitions if long else None,
-        noise_weight=r.report_noise_weight if long else 1.0)
+        noise_weight=r.report_noise_weight if long else 1.0,
+        non_code_weight=r.report_non_code_weight if long else 1.0,
+        file_evidence=r.report_file_evidence if long else 0.0)
     if not opts.auto_merge:
         return fusion
     return BoundedAutoMergingRetriever(fusion, index.storage_context, simple_ratio_thresh=r.merge_ratio,
