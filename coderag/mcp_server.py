@@ -38,6 +38,9 @@ search_strategy, index_freshness) and one <result id score> per block with <sour
 path), <lines> start-end (1-based, inclusive, exact), <language>, <symbol>, <last_modified> and the
 code in <snippet> (XML-escaped: &lt; is <). A <truncated> element means the block was cut to fit
 max_tokens: call expand_result(id) for the rest. <stale> means the file changed since indexing.
+After the blocks, <candidates> may list further places that also match, best first, one line each:
+<candidate id="path:start-end" symbol="..."> with the definition's first line. Call expand_result(id)
+to see a candidate's code (again for its enclosing definition). They are not counted in returned_hits.
 
 Filtering: `file_pattern` takes globs relative to the repo root, comma-separated, `!` to exclude,
 `{a,b}` for alternatives (e.g. "src/**/*.py", "*.md", "**/*.{py,rst}", "src/**/*.ts,!**/*.test.ts").

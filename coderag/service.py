@@ -317,6 +317,8 @@ class IndexService:
                                  freshness=f"refreshed {len(stale)} changed file(s) before answering")
         for r in res:
             self._remember(r)
+        for c in res.candidates:  # a candidate line's first expand_result shows its own lines
+            self._remember(c, lines_only=True)
         return _results_to_dict(res)
 
     def _building(self, params: dict, note: str) -> dict:
@@ -334,9 +336,11 @@ class IndexService:
         res.tokens = self.index.count_tokens(res.to_xml())
         return _results_to_dict(res)
 
-    def _remember(self, r) -> None:
+    def _remember(self, r, lines_only: bool = False) -> None:
         self._results[r.id] = {"file_path": r.file_path, "start_line": r.start_line,
-                               "end_line": r.full_end_line or r.end_line}
+                               "end_line": getattr(r, "full_end_line", None) or r.end_line}
+        if lines_only:
+            self._results[r.id].update(lines_only=True, symbol=r.symbol)
         self._results.move_to_end(r.id)
         while len(self._results) > RESULT_MEMORY:
             self._results.popitem(last=False)
@@ -346,7 +350,10 @@ class IndexService:
         from coderag.pipelines.expand import expand_result
 
         ref = self._results.get(id)
-        return expand_result(self.index, id, ref, context_lines, max_tokens)
+        out = expand_result(self.index, id, ref, context_lines, max_tokens)
+        if ref is not None and ref.pop("lines_only", False):
+            ref.pop("symbol", None)  # a candidate once shown is a result: expanded again, its enclosing definition
+        return out
 
     def status(self) -> dict:
         idx = self.index
@@ -369,14 +376,15 @@ def _results_to_dict(res) -> dict:
     return {"results": [asdict(r) for r in res], "query": res.query, "root": res.root, "strategy": res.strategy,
             "total_hits": res.total_hits, "tokens": res.tokens, "latency_ms": res.latency_ms,
             "freshness": res.freshness, "timings": res.timings, "message": res.message, "max_tokens": res.max_tokens,
-            "compact": res.compact}
+            "compact": res.compact, "candidates": [asdict(c) for c in res.candidates]}
 
 
 def results_from_dict(d: dict):
-    from coderag.postprocessors.payload import SearchResult, SearchResults
+    from coderag.postprocessors.payload import Candidate, SearchResult, SearchResults
 
     return SearchResults([SearchResult(**r) for r in d["results"]], query=d["query"], root=d["root"],
                          strategy=d["strategy"], total_hits=d["total_hits"], tokens=d["tokens"],
                          latency_ms=d["latency_ms"], freshness=d["freshness"], timings=d.get("timings"),
                          message=d.get("message", ""), max_tokens=d.get("max_tokens", 0),
-                         compact=d.get("compact", False))
+                         compact=d.get("compact", False),
+                         candidates=[Candidate(**c) for c in d.get("candidates", [])])

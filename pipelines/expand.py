@@ -88,8 +88,10 @@ def expand_result(index, result_id: str, ref: Optional[dict], context_lines: int
         if source.refusal.get(path, MISSING) != MISSING:  # it changed into something else since the check
             raise ValueError(_not_ours(result_id, source.refusal[path]))
         raise ValueError(f"{path} no longer exists (or is not readable): search again.")
-    parent = _enclosing(index, path, start, end)
-    if parent is not None and parent.metadata[END_LINE_KEY] <= len(lines):
+    parent = None if ref.get("lines_only") else _enclosing(index, path, start, end)
+    if ref.get("lines_only") and start <= len(lines):  # a candidate line of a search: show its lines first
+        s, e, symbol, how = start, min(end, len(lines)), ref.get("symbol", ""), "candidate"
+    elif parent is not None and parent.metadata[END_LINE_KEY] <= len(lines):
         s, e, symbol, how = parent.metadata[START_LINE_KEY], parent.metadata[END_LINE_KEY], \
             parent.metadata.get(SYMBOL_KEY, ""), "enclosing definition"
     else:

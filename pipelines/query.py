@@ -243,6 +243,8 @@ def _filters(index: "CodeIndex", opts: SearchOptions):
     return (MetadataFilters(filters=conds) if conds else None), True
 
 
+# A block cut after others shows at least this many lines: one or two say no more than a candidate line does.
+MIN_CUT_LINES = 3
 APPROX_CHARS_PER_TOKEN = 3.2
 PRESELECT_SLACK = 1.5
 
@@ -295,6 +297,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     from llama_index.core.schema import QueryBundle
 
     from coderag.pipelines.retrievers import postprocess, retrieve_nodes
+    from coderag.postprocessors.candidates import CandidatePostprocessor, pack_with_candidates
     from coderag.postprocessors.lines import LineSource
     from coderag.postprocessors.merge_adjacent import MergeAdjacentPostprocessor
     from coderag.postprocessors.payload_cost import PayloadCost
@@ -340,6 +343,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
             if stale:
                 freshness = f"stale: {len(stale)} file(s) changed since indexing"
     total = len(nodes)
+    pool = nodes  # every place found: what is not shown in full may be listed as a candidate line
     nodes = _preselect(nodes, opts.max_tokens, index.settings.retrieval.cut_ratio)
     # A lone chunk of a file just found unchanged is shown as indexed, without reading the file; not while
     # an ingestion runs in another thread, when the store and the manifest may briefly disagree.
@@ -375,24 +379,30 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     coster = PayloadCost(opts.format.value, render_one, count, enc, result, line_tokens=counted)
     packer = TokenBudgetPostprocessor(cost=coster.cost, prefix_cost=coster.prefix_cost, max_tokens=opts.max_tokens,
                                       frame_tokens=frame_tokens, cut_ratio=index.settings.retrieval.cut_ratio,
-                                      min_block_tokens=coster.min_block_tokens())
-    packed = postprocess(packer, nodes)
+                                      min_block_tokens=coster.min_block_tokens(), min_cut_lines=MIN_CUT_LINES)
+    picker = CandidatePostprocessor(skip_files=stale, unchanged_files=unchanged, check=_lines_check(lines))
+    packed, candidates = pack_with_candidates(postprocess, packer, nodes, pool, picker, coster.candidate_cost,
+                                              coster.candidates_frame_cost())
     copies = index.other_locations_of(n.node.node_id for n in packed)
     results = [_to_result(n, stale, copies.get(n.node.node_id, [])) for n in packed]
     out = SearchResults(results, **meta, total_hits=total, tokens=opts.max_tokens, freshness=freshness,
-                        timings=timings, message=opts.query_note)
+                        timings=timings, message=opts.query_note, candidates=candidates)
 
     def tokens_of(res: SearchResults) -> int:
         return coster.payload_tokens(res, packed, render_all)
 
     # Exact guarantee: the rendered payload, frame included, never exceeds the budget. Whole blocks were
     # counted exactly; a cut block's count may be a token or two over or under, so what is over comes off
-    # the last block, whole lines at a time.
+    # the last block, whole lines at a time. Candidate lines are exact in XML; in JSON and text each was
+    # priced alone, so what is over comes off them first.
     while True:
         _measure(out, tokens_of, t0)
         over = out.tokens - opts.max_tokens
         if over <= 0 or not out:
             break
+        if out.candidates and opts.format != OutputFormat.Xml:
+            out.candidates.pop()
+            continue
         last = out[-1]
         lines = last.text.split("\n")
         drop, freed = 0, 0
@@ -409,6 +419,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
         last.truncated = True
     timings["pack_ms"] = (time.perf_counter() - t3) * 1000
     if not out:
+        out.candidates = []  # not one block fits: then no line does either (a line costs about a block's frame)
         # Candidates that survived merging but not packing: the budget, not the query, is the problem.
         out.message = budget_message(total, opts.max_tokens) if nodes else no_results_message(
             opts.query, opts.file_pattern, opts.keywords, opts.requires_exact_match)
@@ -421,6 +432,15 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
             _measure(out, tokens_of, t0)
     out.timings["total_ms"] = out.latency_ms
     return out
+
+
+def _lines_check(lines):
+    """Whether a file's lines at `start` are still a node's first lines (for candidates of files that an
+    ingestion in another thread may be rewriting): a slice of the cached file, no split."""
+    def check(path: str, start: int, first: list[str]) -> bool:
+        got = lines.span(path, start, start + len(first) - 1)
+        return got is not None and got[0] == "\n".join(first)
+    return check
 
 
 def _quiet(index: "CodeIndex") -> bool:

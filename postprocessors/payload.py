@@ -53,6 +53,21 @@ class SearchResult:
     also_in: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Candidate:
+    """A further place after the full blocks, shown as one line: lines start_line..end_line of file_path are
+    one indexed chunk, `signature` its definition's first line. `id` ("path:START-END") is what
+    expand_result takes to show it."""
+
+    id: str
+    file_path: str
+    start_line: int
+    end_line: int
+    symbol: str
+    score: float
+    signature: str
+
+
 class SearchResults(list):
     """A list of SearchResult with the query's meta data and renderers.
 
@@ -66,7 +81,7 @@ class SearchResults(list):
     def __init__(self, results: list[SearchResult] = (), *, query: str = "", root: str = "", strategy: str = "",
                  total_hits: int = 0, tokens: int = 0, latency_ms: float = 0.0, freshness: str = "fresh",
                  timings: Optional[dict[str, float]] = None, message: str = "", max_tokens: int = 0,
-                 compact: bool = False) -> None:
+                 compact: bool = False, candidates: Optional[list[Candidate]] = None) -> None:
         super().__init__(results)
         self.query, self.root, self.strategy = query, root, strategy
         self.total_hits, self.tokens, self.latency_ms = total_hits, tokens, latency_ms
@@ -74,6 +89,8 @@ class SearchResults(list):
         self.timings = timings or {}
         # An empty answer whose full frame would not fit max_tokens is rendered as its message alone.
         self.compact = compact
+        # Places after the blocks, one line each, within the same budget; not counted in returned_hits.
+        self.candidates: list[Candidate] = list(candidates or [])
 
     def to_json(self, indent: Optional[int] = None) -> str:
         return render_json(self, indent)
@@ -85,7 +102,8 @@ class SearchResults(list):
         return render_text(self)
 
     def __repr__(self) -> str:
-        return f"SearchResults(query={query_echo(self.query)!r}, returned={len(self)}, total_hits={self.total_hits})"
+        return (f"SearchResults(query={query_echo(self.query)!r}, returned={len(self)}, "
+                f"candidates={len(self.candidates)}, total_hits={self.total_hits})")
 
 
 # C0 controls other than tab, LF and CR are not allowed in XML 1.0, not even as character references.
@@ -100,6 +118,12 @@ def xml_escape(value: Any) -> str:
 
 
 _x = xml_escape
+
+
+def xml_attr(value: Any) -> str:
+    """`value` as a quoted XML attribute: markup, quotes, line breaks and control characters escaped."""
+    return quoteattr(_XML_ILLEGAL.sub(lambda m: chr(0x2400 + ord(m.group())) if m.group() < " " else "\ufffd",
+                                      str(value)))
 
 
 def xml_result_head(r: SearchResult) -> list[str]:
@@ -145,11 +169,25 @@ def render_xml_frame(res: SearchResults, returned: int, tokens: int) -> tuple[st
     return head, "</search_results>"
 
 
+def render_candidate_xml(c: Candidate) -> str:
+    """One candidate line; like a result it starts with spaces after a `>` and a newline and ends with one."""
+    return f"    <candidate id={xml_attr(c.id)} symbol={xml_attr(c.symbol)}>{_x(c.signature)}</candidate>\n"
+
+
+CANDIDATES_XML_OPEN, CANDIDATES_XML_CLOSE = "  <candidates>\n", "  </candidates>\n"
+
+
+def render_candidates_xml(candidates: list[Candidate]) -> str:
+    if not candidates:
+        return ""
+    return CANDIDATES_XML_OPEN + "".join(render_candidate_xml(c) for c in candidates) + CANDIDATES_XML_CLOSE
+
+
 def render_xml(res: SearchResults) -> str:
     if res.compact and not res:
         return f"<search_results>\n  <message>{_x(res.message)}</message>\n</search_results>"
     head, tail = render_xml_frame(res, len(res), res.tokens)
-    return head + "".join(render_result_xml(r) for r in res) + tail
+    return head + "".join(render_result_xml(r) for r in res) + render_candidates_xml(res.candidates) + tail
 
 
 def render_json(res: SearchResults, indent: Optional[int] = None) -> str:
@@ -158,7 +196,8 @@ def render_json(res: SearchResults, indent: Optional[int] = None) -> str:
                            "message": res.message}, ensure_ascii=False, indent=indent)
     doc = {"query": query_echo(res.query), "root": res.root, "strategy": res.strategy, "total_hits": res.total_hits,
            "returned": len(res), "tokens": res.tokens, "latency_ms": round(res.latency_ms, 1),
-           "freshness": res.freshness, "results": [asdict(r) for r in res]}
+           "freshness": res.freshness, "results": [asdict(r) for r in res],
+           "candidates": [asdict(c) for c in res.candidates]}
     if res.message:
         doc["message"] = res.message
     return json.dumps(doc, ensure_ascii=False, indent=indent)
@@ -171,10 +210,23 @@ def render_result_text(r: SearchResult) -> str:
     return head + r.text + tail
 
 
+CANDIDATES_TEXT_HEAD = "── more places (expand_result ID shows one):\n"
+
+
+def render_candidate_text(c: Candidate) -> str:
+    return f"   {c.id}  {c.symbol}  {c.signature}\n"
+
+
+def render_candidates_text(candidates: list[Candidate]) -> str:
+    if not candidates:
+        return ""
+    return "\n" + CANDIDATES_TEXT_HEAD + "".join(render_candidate_text(c) for c in candidates)
+
+
 def render_text(res: SearchResults) -> str:
     if not res:
         return res.message + "\n"
-    body = "\n".join(render_result_text(r) for r in res)
+    body = "\n".join(render_result_text(r) for r in res) + render_candidates_text(res.candidates)
     return body + f"\n{len(res)} of {res.total_hits} hits, {res.tokens} tokens, {res.latency_ms:.0f} ms ({res.strategy})\n"
 
 

@@ -24,13 +24,15 @@ import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from itertools import accumulate
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from coderag.nodes.keys import END_LINE_KEY, FILE_PATH_KEY, START_LINE_KEY
 from coderag.postprocessors.line_tokens import snippet_tokens, starts_segment, token_count
-from coderag.postprocessors.payload import (SearchResult, SearchResults, render_xml_frame, xml_escape, xml_result_head,
+from coderag.postprocessors.payload import (CANDIDATES_TEXT_HEAD, CANDIDATES_XML_CLOSE, CANDIDATES_XML_OPEN, Candidate,
+                                            SearchResult, SearchResults, render_candidate_text, render_candidate_xml,
+                                            render_xml_frame, xml_escape, xml_result_head,
                                             xml_result_tail)
 
 # An invisible separator no escaping changes: splits a rendered block into what comes before and after
@@ -81,6 +83,7 @@ _HEAD_LINES: dict[tuple[str, str], int] = {}
 _HEAD_LINES_SIZE = 100_000
 # Prices of blocks priced from line counts: (encoding, header, start, end) -> (counts object, tokens).
 _COUNTED: "OrderedDict[tuple, tuple[Any, int]]" = OrderedDict()
+_CANDIDATE_LINES: dict[tuple[str, str], int] = {}  # tokens of a candidate line by (encoding, line)
 _BLANK_LEADS: dict[tuple[str, int], int] = {}  # (encoding, k) -> tokens k empty lines add after `<snippet>`
 _MIN_BLOCK: dict[tuple, int] = {}  # (format, encoding) -> tokens of an empty result
 _REPEATING = ("    <source_file>", "    <language>", "    <last_modified>", "    <snippet>", "    <stale>")
@@ -92,6 +95,7 @@ def clear_cache() -> None:
         _BLOCK_CACHE.clear()
         _HEAD_LINES.clear()
         _COUNTED.clear()
+        _CANDIDATE_LINES.clear()
 
 
 @dataclass
@@ -126,6 +130,7 @@ class PayloadCost:
         self._render_one, self._count, self._enc, self._result = render_one, count, encoding, result
         self._line_tokens = line_tokens if fmt == "xml" and encoding is not None else None
         self._footers: dict[str, int] = {}
+        self._candidates_frame: Optional[int] = None
         if fmt == "json":
             self._escape, self._sep = (lambda s: json.dumps(s, ensure_ascii=False)[1:-1]), "\\n"
         elif fmt == "xml":
@@ -309,6 +314,39 @@ class PayloadCost:
                 return block.cut_frame + n + SLACK
         return block.cut_frame + self._prefixes(block)[k] + SLACK
 
+    # -- candidate lines ----------------------------------------------------------------------------
+    def candidate_cost(self, c: Candidate) -> int:
+        """Tokens one candidate line adds. XML: exact (a line starts with spaces after `>\\n` and ends with
+        `>\\n`, as a result does, so the sum rule holds); JSON and text: the line alone, which the final
+        count of the payload corrects."""
+        if self.fmt == "xml":
+            line = render_candidate_xml(c)
+        elif self.fmt == "json":
+            line = json.dumps(asdict(c), ensure_ascii=False) + ", "
+        else:
+            line = render_candidate_text(c)
+        if self._enc is None:
+            return self._count(line)
+        key = (self._enc.name, line)  # the same places come back search after search
+        n = _CANDIDATE_LINES.get(key)
+        if n is None:
+            n = _CANDIDATE_LINES[key] = self._count(line)
+            if len(_CANDIDATE_LINES) >= _HEAD_LINES_SIZE:
+                _CANDIDATE_LINES.clear()
+        return n
+
+    def candidates_frame_cost(self) -> int:
+        """Tokens the candidates section adds around its lines (JSON: the frame holds its empty list)."""
+        if self._candidates_frame is None:
+            if self.fmt == "xml":
+                n = self._count(CANDIDATES_XML_OPEN) + self._count(CANDIDATES_XML_CLOSE)
+            elif self.fmt == "json":
+                n = 0
+            else:
+                n = self._count("\n" + CANDIDATES_TEXT_HEAD) + 1
+            self._candidates_frame = n
+        return self._candidates_frame
+
     # -- the payload --------------------------------------------------------------------------------
     def payload_tokens(self, out: SearchResults, packed: list, render_all: Callable[[SearchResults], str]) -> int:
         """Exact tokens of `out` as rendered. `packed[i]` is the node `out[i]` came from: a result that
@@ -317,6 +355,8 @@ class PayloadCost:
             return self._count(render_all(out))
         head, tail = render_xml_frame(out, len(out), out.tokens)
         total = self._count(head) + self._count(tail)
+        if out.candidates:  # the sum rule holds for candidate lines too
+            total += self.candidates_frame_cost() + sum(map(self.candidate_cost, out.candidates))
         for r, nws in zip(out, packed):
             block = self._blocks.get(id(nws))
             whole = (block is not None and not r.truncated and not r.also_in

@@ -41,9 +41,13 @@ class TokenBudgetPostprocessor(BaseNodePostprocessor):
     min_block_tokens: int = Field(default=MIN_USEFUL_TOKENS, ge=1,
                                   description="No block costs less (its frame): packing stops below it.")
     max_misses: int = Field(default=3, ge=1, description="Blocks in a row that fit not even one line: stop.")
+    reserve_tokens: int = Field(default=0, ge=0, description="Kept free for what follows the blocks (candidate lines).")
+    min_cut_lines: int = Field(default=1, ge=1, description="A block cut after another needs this many lines "
+                               "(fewer say no more than a candidate line): else it is skipped.")
 
     _cost: CostFn = PrivateAttr()
     _prefix_cost: Optional[PrefixCostFn] = PrivateAttr(default=None)
+    _left: int = PrivateAttr(default=0)
 
     def __init__(self, cost: CostFn, prefix_cost: Optional[PrefixCostFn] = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -54,13 +58,19 @@ class TokenBudgetPostprocessor(BaseNodePostprocessor):
     def class_name(cls) -> str:
         return "TokenBudgetPostprocessor"
 
+    @property
+    def tokens_left(self) -> int:
+        """After packing: the budget the blocks left free, the reserve included (as priced; the payload's
+        final count may differ by a token or two on a cut block)."""
+        return self._left
+
     def _postprocess_nodes(self, nodes: List[NodeWithScore],
                            query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
         nodes = sorted(nodes, key=lambda n: n.get_score(), reverse=True)
         if self.cut_ratio and nodes:
             floor = nodes[0].get_score() * self.cut_ratio
             nodes = nodes[: self.min_keep] + [n for n in nodes[self.min_keep:] if n.get_score() >= floor]
-        left = self.max_tokens - self.frame_tokens
+        left = self.max_tokens - self.frame_tokens - self.reserve_tokens
         out: list[NodeWithScore] = []
         misses = 0
         for n in nodes:
@@ -72,16 +82,20 @@ class TokenBudgetPostprocessor(BaseNodePostprocessor):
                 out.append(n)
                 left -= cost
                 continue
-            cut = self._truncate(n, text, left)
+            cut = self._truncate(n, text, left, self.min_cut_lines if out else 1)
             if cut is not None:
-                out.append(cut)
+                out.append(cut[0])
+                left -= cut[1]
                 break  # what is left is less than the next line of this block: the budget is full
             misses += 1
+        self._left = max(0, left) + self.reserve_tokens
         return out
 
-    def _truncate(self, n: NodeWithScore, text: str, left: int) -> Optional[NodeWithScore]:
+    def _truncate(self, n: NodeWithScore, text: str, left: int,
+                  min_lines: int = 1) -> Optional[tuple[NodeWithScore, int]]:
+        """The block cut after its last fitting line, and its price; None if not `min_lines` lines fit."""
         lines = text.split("\n")
-        lo, hi, best = 1, len(lines) - 1, None
+        lo, hi, best, best_cost = 1, len(lines) - 1, None, 0
         while lo <= hi:  # the most lines whose block still fits
             mid = (lo + hi) // 2
             if self._prefix_cost is not None:
@@ -89,10 +103,10 @@ class TokenBudgetPostprocessor(BaseNodePostprocessor):
             else:
                 cost = self._cost(n, "\n".join(lines[:mid]), True)
             if cost <= left:
-                best, lo = mid, mid + 1
+                best, best_cost, lo = mid, cost, mid + 1
             else:
                 hi = mid - 1
-        if best is None:
+        if best is None or best < min_lines:
             return None
         k = best
         meta = dict(n.node.metadata)
@@ -100,4 +114,4 @@ class TokenBudgetPostprocessor(BaseNodePostprocessor):
         meta[END_LINE_KEY] = meta[START_LINE_KEY] + k - 1
         meta[TRUNCATED_KEY] = True
         node = TextNode(id_=n.node.node_id, text="\n".join(lines[:k]), metadata=meta)
-        return NodeWithScore(node=node, score=n.score)
+        return NodeWithScore(node=node, score=n.score), best_cost

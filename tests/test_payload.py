@@ -54,7 +54,8 @@ PAYLOAD_FILES = {
         ''',
 }
 
-JSON_TOP_KEYS = {"query", "root", "strategy", "total_hits", "returned", "tokens", "latency_ms", "freshness", "results"}
+JSON_TOP_KEYS = {"query", "root", "strategy", "total_hits", "returned", "tokens", "latency_ms", "freshness", "results",
+                 "candidates"}
 JSON_RESULT_KEYS = {"id", "file_path", "start_line", "end_line", "language", "symbol", "kind", "score",
                     "last_modified", "stale", "text", "truncated", "full_end_line", "also_in"}
 
@@ -92,7 +93,10 @@ def assert_xml_matches(payload: str, res) -> ET.Element:
     root = parse_xml(payload)
     results = root.findall("result")
     assert len(results) == len(res) == int(root.findtext("meta/returned_hits"))
-    assert [el.tag for el in root] == ["meta", *(["message"] if res.message else []), *["result"] * len(res)]
+    assert [el.tag for el in root] == ["meta", *(["message"] if res.message else []), *["result"] * len(res),
+                                       *(["candidates"] if res.candidates else [])]
+    lines = [(el.tag, el.get("id"), el.get("symbol"), el.text) for el in root.iterfind("candidates/*")]
+    assert lines == [("candidate", c.id, c.symbol, as_xml_text(c.signature) or None) for c in res.candidates]
     for el, r in zip(results, res):
         assert el.get("id") == r.id
         assert el.findtext("source_file") == r.file_path
