@@ -7,7 +7,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from coderag.errors import ConfigError
 
@@ -50,12 +50,19 @@ class EmbeddingSettings(_Section):
 
 class ChunkingSettings(_Section):
     max_tokens: int = Field(default=200, ge=16, description="Most model tokens of source text in one leaf chunk; the breadcrumb gets the rest of the window.")
+    min_tokens: int = Field(default=48, ge=0, description="Consecutive small siblings (imports, fields, accessors, short functions) are merged into chunks of at least this many tokens (at most max_tokens); 0 = never merge.")
     overlap_lines: int = Field(default=2, ge=0, le=50, description="Lines shared by neighbouring windows of a long body.")
     signatures_only_bytes: int = Field(default=1024 * 1024, gt=0, description="Larger files keep only their signatures.")
     signatures_only_lines: int = Field(default=20_000, gt=0, description="Files with more lines keep only their signatures.")
     max_file_bytes: int = Field(default=8 * 1024 * 1024, gt=0, description="Larger files are skipped.")
     max_line_chars: int = Field(default=5_000, gt=0, description="Files with a longer line are skipped as minified or data.")
     dedup_max_copies: int = Field(default=2, ge=1, description="Identical chunks beyond this many copies are indexed once; the other places are recorded.")
+
+    @model_validator(mode="after")
+    def _floor_below_ceiling(self) -> "ChunkingSettings":
+        if self.min_tokens > self.max_tokens:
+            raise ValueError(f"min_tokens ({self.min_tokens}) must be at most max_tokens ({self.max_tokens})")
+        return self
 
 
 class RetrievalSettings(_Section):

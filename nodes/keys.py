@@ -8,6 +8,7 @@ CONTENT_HASH_KEY = "content_hash"
 START_LINE_KEY = "start_line"
 END_LINE_KEY = "end_line"
 SYMBOL_KEY = "symbol"
+SYMBOLS_KEY = "symbols"  # every definition a merged chunk holds (nodes/symbols.py)
 KIND_KEY = "kind"
 BREADCRUMB_KEY = "breadcrumb"
 SIGNATURES_ONLY_KEY = "signatures_only"
@@ -21,5 +22,5 @@ IS_LEAF_KEY = "is_leaf"
 NON_EMBED_KEYS = [
     FILE_PATH_KEY, LANGUAGE_KEY, SIZE_KEY, LAST_MODIFIED_KEY, CONTENT_HASH_KEY, START_LINE_KEY,
     END_LINE_KEY, SYMBOL_KEY, KIND_KEY, SIGNATURES_ONLY_KEY, EMBED_TRUNCATED_KEY, DUPLICATE_OF_KEY,
-    CHUNK_HASH_KEY, DIRS_KEY, IS_LEAF_KEY,
+    CHUNK_HASH_KEY, DIRS_KEY, IS_LEAF_KEY, SYMBOLS_KEY,
 ]

@@ -21,8 +21,8 @@ def breadcrumb(path: str, symbol: str, language: str) -> str:
 class PathInjector(TransformComponent):
     """Put a breadcrumb into metadata that only the embed/LLM views show; the node's text stays the source lines.
 
-    The breadcrumb is shortened (leading folders first, then the symbol's qualifiers) to fit
-    `max_tokens`, so breadcrumb + chunk fit the model's window.
+    The breadcrumb is shortened (a merged chunk's list of names to its first, then leading folders,
+    then the symbol's qualifiers) to fit `max_tokens`, so breadcrumb + chunk fit the model's window.
     """
 
     tokenizer_path: str = Field(description="tokenizer.json of the embedding model.")
@@ -40,12 +40,16 @@ class PathInjector(TransformComponent):
 
     def make(self, path: str, symbol: str, language: str) -> str:
         text = breadcrumb(path, symbol, language)
+        if ", " in symbol and self._counter.count(text) > self.max_tokens:
+            # A merged chunk's "A.x, A.y, A.z, ...": its first name says more than the folders do.
+            symbol = symbol.split(", ", 1)[0] + ", ..."
+            text = breadcrumb(path, symbol, language)
         parts = path.split("/")
         while self._counter.count(text) > self.max_tokens and len(parts) > 1:
             parts = parts[1:]
             text = breadcrumb(".../" + "/".join(parts), symbol, language)
         if self._counter.count(text) > self.max_tokens:
-            text = breadcrumb(parts[-1], symbol.rsplit(".", 1)[-1][:80], language)
+            text = breadcrumb(parts[-1], symbol.split(", ", 1)[0].rsplit(".", 1)[-1][:80], language)
         return text
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:

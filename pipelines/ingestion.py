@@ -23,7 +23,7 @@ from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_DIRTY, STATUS_INDEXED, STATUS_SPARSE,
                                  STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
 
-SPLITTER_VERSION = "1"
+SPLITTER_VERSION = "2"  # 2: small siblings merged (chunking.min_tokens)
 BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024
 OPTIMIZE_MIN_NEW_POINTS = 5_000
@@ -141,7 +141,7 @@ class Ingestion:
             transformations=[
                 self._filter,
                 CodeHierarchySplitter(tokenizer_path=tok, max_tokens=s.chunking.max_tokens,
-                                      overlap_lines=s.chunking.overlap_lines,
+                                      min_tokens=s.chunking.min_tokens, overlap_lines=s.chunking.overlap_lines,
                                       signatures_only_bytes=s.chunking.signatures_only_bytes,
                                       signatures_only_lines=s.chunking.signatures_only_lines),
                 PathInjector(tokenizer_path=tok, max_tokens=reserve),

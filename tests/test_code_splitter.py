@@ -13,11 +13,12 @@ pytest.importorskip("tree_sitter_language_pack")
 
 from llama_index.core.schema import NodeRelationship  # noqa: E402
 
-from coderag.nodes.code_splitter import CodeHierarchySplitter  # noqa: E402
+from coderag.nodes.code_splitter import DEFAULT_MAX_TOKENS, DEFAULT_MIN_TOKENS, CodeHierarchySplitter  # noqa: E402
 from coderag.nodes.ignore import IgnoreMatcher  # noqa: E402
 from coderag.nodes.languages import detect_language  # noqa: E402
 from coderag.nodes.reader import make_document  # noqa: E402
 from coderag.nodes.scan import SkipLog, read_text_file, walk  # noqa: E402
+from coderag.nodes.symbols import chunk_defines, chunk_symbols  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -516,10 +517,15 @@ def lang_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+# (max_tokens, min_tokens): the default budget and a small one that forces windows in every language, each
+# with small siblings merged (the default floor, and a floor equal to the small budget) and without.
+BUDGETS = [(200, DEFAULT_MIN_TOKENS), (200, 0), (24, 24), (24, 0)]
+
+
 @pytest.fixture(scope="module")
-def splitters(tokenizer_path: str) -> dict[int, CodeHierarchySplitter]:
-    """The default budget, and a small one that forces windows in every language."""
-    return {n: CodeHierarchySplitter(tokenizer_path=tokenizer_path, max_tokens=n) for n in (200, 24)}
+def splitters(tokenizer_path: str) -> dict[tuple[int, int], CodeHierarchySplitter]:
+    return {(mx, mn): CodeHierarchySplitter(tokenizer_path=tokenizer_path, max_tokens=mx, min_tokens=mn)
+            for mx, mn in BUDGETS}
 
 
 @pytest.fixture(scope="module")
@@ -539,13 +545,13 @@ def test_code_splitter_detects_fixture_language(lang: str) -> None:
     assert detect_language(CASES[lang].path) == lang
 
 
-@pytest.mark.parametrize("max_tokens", [200, 24])
+@pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"max{b[0]}-min{b[1]}")
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_code_splitter_node_text_is_exact_file_lines(lang, max_tokens, lang_repo, splitters) -> None:
+def test_code_splitter_node_text_is_exact_file_lines(lang, budget, lang_repo, splitters) -> None:
     rel = CASES[lang].path
     lines = _file_lines(lang_repo, rel)
     doc = _document(lang_repo, rel)
-    nodes = splitters[max_tokens].split_document(doc)
+    nodes = splitters[budget].split_document(doc)
     assert nodes, f"{rel}: no nodes"
     for n in nodes:
         m = n.metadata
@@ -558,10 +564,10 @@ def test_code_splitter_node_text_is_exact_file_lines(lang, max_tokens, lang_repo
         assert n.ref_doc_id == rel
 
 
-@pytest.mark.parametrize("max_tokens", [200, 24])
+@pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"max{b[0]}-min{b[1]}")
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_code_splitter_children_lie_inside_their_parent(lang, max_tokens, lang_repo, splitters) -> None:
-    nodes = _split(splitters[max_tokens], lang_repo, lang)
+def test_code_splitter_children_lie_inside_their_parent(lang, budget, lang_repo, splitters) -> None:
+    nodes = _split(splitters[budget], lang_repo, lang)
     by_id = {n.node_id: n for n in nodes}
     assert len(by_id) == len(nodes), "node ids must be unique"
     for n in nodes:
@@ -588,12 +594,12 @@ def test_code_splitter_children_lie_inside_their_parent(lang, max_tokens, lang_r
                 assert s2 > e1, f"{m['symbol']}: siblings overlap at lines {s2}-{e1}"
 
 
-@pytest.mark.parametrize("max_tokens", [200, 24])
+@pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"max{b[0]}-min{b[1]}")
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_code_splitter_leaves_cover_every_content_line(lang, max_tokens, lang_repo, splitters) -> None:
+def test_code_splitter_leaves_cover_every_content_line(lang, budget, lang_repo, splitters) -> None:
     """Nothing of a file is lost: each line with a letter or digit lies in some leaf."""
     lines = _file_lines(lang_repo, CASES[lang].path)
-    nodes = _split(splitters[max_tokens], lang_repo, lang)
+    nodes = _split(splitters[budget], lang_repo, lang)
     covered = set()
     for n in nodes:
         if n.metadata["is_leaf"]:
@@ -602,10 +608,11 @@ def test_code_splitter_leaves_cover_every_content_line(lang, max_tokens, lang_re
     assert not missing, f"lines in no leaf: {missing}"
 
 
-@pytest.mark.parametrize("max_tokens", [200, 24])
+@pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"max{b[0]}-min{b[1]}")
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_code_splitter_leaves_fit_token_budget(lang, max_tokens, lang_repo, splitters, count_tokens) -> None:
-    nodes = _split(splitters[max_tokens], lang_repo, lang)
+def test_code_splitter_leaves_fit_token_budget(lang, budget, lang_repo, splitters, count_tokens) -> None:
+    max_tokens = budget[0]
+    nodes = _split(splitters[budget], lang_repo, lang)
     for n in nodes:
         if n.metadata["is_leaf"] and not n.metadata.get("embed_truncated"):
             assert count_tokens(n.text) <= max_tokens, f"{n.metadata['symbol']} {n.metadata['start_line']}-" \
@@ -618,9 +625,10 @@ def test_code_splitter_leaves_fit_token_budget(lang, max_tokens, lang_repo, spli
 
 @pytest.mark.parametrize("lang", [lang for lang in LANGUAGES if CASES[lang].defs])
 def test_code_splitter_definition_keeps_doc_comment_and_decorators(lang, lang_repo, splitters) -> None:
-    """Each definition's chunk starts at its leading doc comment/decorator/attribute and ends with its body."""
+    """Each definition's chunk starts at its leading doc comment/decorator/attribute and ends with its body
+    (small siblings not merged: the fixture's definitions are all small)."""
     lines = _file_lines(lang_repo, CASES[lang].path)
-    nodes = _split(splitters[200], lang_repo, lang)
+    nodes = _split(splitters[(200, 0)], lang_repo, lang)
     by_id = {n.node_id: n for n in nodes}
     for d in CASES[lang].defs:
         n = _by_symbol(nodes, d.symbol, d.kind)
@@ -636,7 +644,7 @@ def test_code_splitter_definition_keeps_doc_comment_and_decorators(lang, lang_re
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_code_splitter_ids_are_stable_across_runs(lang, lang_repo, splitters, tokenizer_path) -> None:
-    first = [(n.node_id, n.text) for n in _split(splitters[200], lang_repo, lang)]
+    first = [(n.node_id, n.text) for n in _split(splitters[(200, DEFAULT_MIN_TOKENS)], lang_repo, lang)]
     again = [(n.node_id, n.text) for n in _split(CodeHierarchySplitter(tokenizer_path=tokenizer_path), lang_repo, lang)]
     assert first == again
 
@@ -718,3 +726,353 @@ def test_code_splitter_huge_file_keeps_signatures_only(lang, limit, lang_repo, t
         assert d.sig in text, f"{d.symbol}: signature {text!r} lacks {d.sig!r}"
         # Signatures never carry a body: at most a few lines of head.
         assert text.count("\n") <= 4, f"{d.symbol}: signature {text!r} is too long"
+
+
+# -- small siblings merged up to the floor ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class MergeCase:
+    path: str
+    text: str
+    alone: tuple[str, ...]  # definitions big enough to keep their own leaf, symbol and lines
+    together: tuple[tuple[str, tuple[str, ...]], ...]  # (parent symbol or "", definitions that share one leaf)
+
+
+MERGE_CASES: dict[str, MergeCase] = {
+    "python": MergeCase("geo/point.py", '''\
+"""Points and the grid they live on."""
+import math
+import os
+from typing import Iterator
+
+ORIGIN = (0, 0)
+UNIT = 1.0
+
+
+class Point:
+    """A point in the plane."""
+
+    x: float
+    y: float
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    @property
+    def norm(self):
+        return math.hypot(self.x, self.y)
+
+    def as_tuple(self):
+        return (self.x, self.y)
+
+    def distance_to(self, other, metric="euclidean"):
+        """Distance to another point: euclidean, manhattan or chebyshev, by name."""
+        dx, dy = abs(self.x - other.x), abs(self.y - other.y)
+        if metric == "euclidean":
+            return math.hypot(dx, dy)
+        if metric == "manhattan":
+            return dx + dy
+        if metric == "chebyshev":
+            return max(dx, dy)
+        raise ValueError(f"unknown metric {metric!r}; use euclidean, manhattan or chebyshev")
+
+    def __repr__(self):
+        return f"Point({self.x}, {self.y})"
+
+    def __eq__(self, other):
+        return self.as_tuple() == other.as_tuple()
+
+
+class Pair:
+    def first(self):
+        return 1
+
+    def second(self):
+        return 2
+
+
+def origin():
+    return Point(*ORIGIN)
+
+
+def unit():
+    return Point(UNIT, 0)
+
+
+def walk_grid(width, height, step=1) -> Iterator[Point]:
+    """Every point of a width x height grid, row by row, `step` apart; the environment can shrink it."""
+    limit = int(os.environ.get("GRID_LIMIT", "0")) or width * height
+    count = 0
+    for row in range(0, height, step):
+        for col in range(0, width, step):
+            if count >= limit:
+                return
+            count += 1
+            yield Point(col, row)
+''', alone=("Point.distance_to", "walk_grid"),
+        together=(("Point", ("Point.__init__", "Point.norm", "Point.as_tuple")),
+                  ("Point", ("Point.__repr__", "Point.__eq__")),
+                  ("", ("Pair", "Pair.first", "Pair.second", "origin", "unit")))),
+    "typescript": MergeCase("web/directory.ts", '''\
+import { Injectable } from "./di";
+import type { User } from "./user";
+
+export const DEFAULT_PAGE = 1;
+export const MAX_PAGE_SIZE = 100;
+
+/** Users by id, with paging. */
+@Injectable()
+export class UserDirectory {
+  private users = new Map<string, User>();
+  private hits = 0;
+
+  get size(): number {
+    return this.users.size;
+  }
+
+  has(id: string): boolean {
+    return this.users.has(id);
+  }
+
+  /** One page of users sorted by name; pages start at 1 and hold at most MAX_PAGE_SIZE users. */
+  page(pageNumber: number = DEFAULT_PAGE, pageSize: number = MAX_PAGE_SIZE): User[] {
+    if (pageNumber < 1 || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
+      throw new RangeError(`page ${pageNumber} of size ${pageSize} is out of range`);
+    }
+    this.hits += 1;
+    const sorted = [...this.users.values()].sort((a, b) => a.name.localeCompare(b.name));
+    const start = (pageNumber - 1) * pageSize;
+    return sorted.slice(start, start + pageSize);
+  }
+
+  clear(): void {
+    this.users.clear();
+  }
+
+  count(): number {
+    return this.hits;
+  }
+}
+
+export function isAdmin(u: User): boolean {
+  return u.roles.includes("admin");
+}
+
+export function displayName(u: User): string {
+  return u.nickname ?? u.name;
+}
+''', alone=("UserDirectory.page",),
+        together=(("UserDirectory", ("UserDirectory.size", "UserDirectory.has")),
+                  ("UserDirectory", ("UserDirectory.clear", "UserDirectory.count")),
+                  ("", ("isAdmin", "displayName")))),
+    "go": MergeCase("shop/order.go", '''\
+package shop
+
+import "fmt"
+
+// Item is a line of an order.
+type Item struct {
+	Name  string
+	Cents int
+}
+
+// Label is what the receipt shows.
+func (i Item) Label() string { return i.Name }
+
+func (i Item) Price() int { return i.Cents }
+
+// Total sums the items and adds the tax, rounded to whole cents; a negative price is an error.
+func Total(items []Item, taxRate float64) (int, error) {
+	sum := 0
+	for _, it := range items {
+		if it.Cents < 0 {
+			return 0, fmt.Errorf("item %q has a negative price %d", it.Name, it.Cents)
+		}
+		sum += it.Cents
+	}
+	return sum + int(float64(sum)*taxRate+0.5), nil
+}
+''', alone=("Total",), together=(("", ("Item", "Item.Label", "Item.Price")),)),
+}
+
+
+def _merge_split(root: Path, rel: str, tokenizer_path: str, **kwargs):
+    return CodeHierarchySplitter(tokenizer_path=tokenizer_path, **kwargs).split_document(_document(root, rel))
+
+
+def _span(n) -> tuple[int, int]:
+    return n.metadata["start_line"], n.metadata["end_line"]
+
+
+def _holder(nodes, symbol: str):
+    """The smallest leaf whose definitions include `symbol`."""
+    found = [n for n in nodes if n.metadata["is_leaf"] and symbol in chunk_symbols(n.metadata)]
+    assert found, f"no leaf holds {symbol}: {[(n.metadata['symbol'], _span(n)) for n in nodes]}"
+    return min(found, key=lambda n: _span(n)[1] - _span(n)[0])
+
+
+def _parent_symbol(nodes, n) -> str:
+    rel = n.relationships.get(NodeRelationship.PARENT)
+    return next(p.metadata["symbol"] for p in nodes if p.node_id == rel.node_id) if rel else ""
+
+
+@pytest.fixture(scope="module")
+def merge_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("merge") / "repo"
+    write_files(root, {c.path: c.text for c in MERGE_CASES.values()})
+    return root
+
+
+@pytest.mark.parametrize("lang", list(MERGE_CASES))
+def test_code_splitter_merges_small_siblings(lang, merge_repo, tokenizer_path, count_tokens) -> None:
+    """Accessors, fields, constants and short functions share leaves of the same parent; fewer leaves."""
+    case = MERGE_CASES[lang]
+    lines = _file_lines(merge_repo, case.path)
+    merged = _merge_split(merge_repo, case.path, tokenizer_path)
+    plain = _merge_split(merge_repo, case.path, tokenizer_path, min_tokens=0)
+    leaves = [n for n in merged if n.metadata["is_leaf"]]
+    assert len(leaves) < len([n for n in plain if n.metadata["is_leaf"]]) - len(case.together)
+    for parent, names in case.together:
+        holder = _holder(merged, names[0])
+        m = holder.metadata
+        assert set(names) <= set(m["symbols"]), f"{names} apart: {m['symbol']} holds {m['symbols']}"
+        assert _parent_symbol(merged, holder) == parent
+        if m["kind"] == "group":  # named after its first three definitions
+            defs = [x for x in m["symbols"] if x != parent]
+            assert m["symbol"] == ", ".join(defs[:3]) + (", ..." if len(defs) > 3 else "")
+            if parent and m["start_line"] == _by_symbol(merged, parent).metadata["start_line"]:
+                assert m["symbols"][0] == parent  # the class's head is in it: "where is the class" finds it
+        else:  # a container collapsed into one leaf keeps its own name
+            assert m["symbol"] == m["symbols"][0]
+        assert count_tokens(holder.text) <= DEFAULT_MAX_TOKENS
+        assert holder.text == "\n".join(lines[m["start_line"] - 1:m["end_line"]])
+        for name in names:  # each definition's own lines, decorators and doc comments included, are inside
+            own = _by_symbol(plain, name)
+            assert m["start_line"] <= own.metadata["start_line"] and own.metadata["end_line"] <= m["end_line"]
+
+
+@pytest.mark.parametrize("lang", list(MERGE_CASES))
+def test_code_splitter_big_definition_keeps_its_own_leaf(lang, merge_repo, tokenizer_path) -> None:
+    case = MERGE_CASES[lang]
+    merged = _merge_split(merge_repo, case.path, tokenizer_path)
+    plain = _merge_split(merge_repo, case.path, tokenizer_path, min_tokens=0)
+    for name in case.alone:
+        before, after = _by_symbol(plain, name), _by_symbol(merged, name)
+        assert (after.metadata["kind"], _span(after), after.text) == (before.metadata["kind"], _span(before), before.text)
+        assert after.metadata["is_leaf"] and "symbols" not in after.metadata
+        assert _parent_symbol(merged, after) == _parent_symbol(plain, before)
+
+
+def test_code_splitter_small_class_is_one_leaf(merge_repo, tokenizer_path) -> None:
+    """A class whose members would all merge is one leaf: no parent over a single child of its own lines."""
+    nodes = _merge_split(merge_repo, "geo/point.py", tokenizer_path, min_tokens=16)
+    pair = _by_symbol(nodes, "Pair")
+    assert pair.metadata["kind"] == "class" and pair.metadata["is_leaf"]
+    assert pair.metadata["symbols"] == ["Pair", "Pair.first", "Pair.second"]
+    assert not pair.relationships.get(NodeRelationship.CHILD)
+    assert chunk_defines(pair.metadata, "second") and not chunk_defines(pair.metadata, "norm")
+
+
+MERGE_BUDGETS = [(200, DEFAULT_MIN_TOKENS), (200, 200), (60, 40), (24, 24)]
+
+
+def _all_files() -> list[tuple[str, str]]:
+    return [("langs", c.path) for c in CASES.values()] + [("merge", c.path) for c in MERGE_CASES.values()]
+
+
+@pytest.fixture(scope="module")
+def both_repos(lang_repo: Path, merge_repo: Path) -> dict[str, Path]:
+    return {"langs": lang_repo, "merge": merge_repo}
+
+
+@pytest.mark.parametrize("budget", MERGE_BUDGETS, ids=lambda b: f"max{b[0]}-min{b[1]}")
+def test_code_splitter_merged_leaves_respect_floor_and_ceiling(budget, both_repos, tokenizer_path, count_tokens) -> None:
+    """No leaf passes max_tokens (but a single overlong line), and no two neighbouring leaves of one parent
+    are both under the floor while they would fit in one leaf together."""
+    mx, mn = budget
+    for repo, rel in _all_files():
+        nodes = _merge_split(both_repos[repo], rel, tokenizer_path, max_tokens=mx, min_tokens=mn)
+        by_id = {n.node_id: n for n in nodes}
+        lines = _file_lines(both_repos[repo], rel)
+        for n in nodes:
+            if n.metadata["is_leaf"] and not n.metadata.get("embed_truncated"):
+                assert count_tokens(n.text) <= mx, (rel, n.metadata["symbol"], _span(n))
+        siblings: dict[str, list] = {}
+        for n in nodes:
+            rel_parent = n.relationships.get(NodeRelationship.PARENT)
+            siblings.setdefault(rel_parent.node_id if rel_parent else "", []).append(n)
+        for kids in siblings.values():
+            for a, b in zip(kids, kids[1:]):
+                if not (a.metadata["is_leaf"] and b.metadata["is_leaf"]) or "window" in (a.metadata["kind"],
+                                                                                          b.metadata["kind"]):
+                    continue
+                both = "\n".join(lines[a.metadata["start_line"] - 1:b.metadata["end_line"]])
+                small = count_tokens(a.text) < mn and count_tokens(b.text) < mn
+                assert not (small and count_tokens(both) <= mx), \
+                    f"{rel}: {a.metadata['symbol']} {_span(a)} and {b.metadata['symbol']} {_span(b)} left apart"
+        assert len(by_id) == len(nodes)
+
+
+@pytest.mark.parametrize("budget", MERGE_BUDGETS, ids=lambda b: f"max{b[0]}-min{b[1]}")
+def test_code_splitter_merging_leaves_big_definitions_alone(budget, both_repos, tokenizer_path, count_tokens) -> None:
+    """Every definition leaf of min_tokens or more is the same leaf (symbol, kind, lines) with or without merging."""
+    mx, mn = budget
+    for repo, rel in _all_files():
+        plain = _merge_split(both_repos[repo], rel, tokenizer_path, max_tokens=mx, min_tokens=0)
+        merged = {(n.metadata["symbol"], n.metadata["kind"], _span(n)) for n in
+                  _merge_split(both_repos[repo], rel, tokenizer_path, max_tokens=mx, min_tokens=mn) if n.metadata["is_leaf"]}
+        for n in plain:
+            if n.metadata["is_leaf"] and n.metadata["kind"] not in ("block", "window") and count_tokens(n.text) >= mn:
+                assert (n.metadata["symbol"], n.metadata["kind"], _span(n)) in merged, (rel, n.metadata["symbol"])
+
+
+@pytest.mark.parametrize("lang", [lang for lang in LANGUAGES if CASES[lang].defs])
+def test_code_splitter_merged_definition_keeps_doc_comment_and_decorators(lang, lang_repo, splitters) -> None:
+    """Merged or not, a definition's lines (doc comment, decorators, attributes, body) lie in one leaf that
+    names it, under the node of its parent (or it is that parent, collapsed into one leaf)."""
+    plain = _split(splitters[(200, 0)], lang_repo, lang)
+    merged = _split(splitters[(200, DEFAULT_MIN_TOKENS)], lang_repo, lang)
+    for d in CASES[lang].defs:
+        own = _by_symbol(plain, d.symbol, d.kind)
+        if not own.metadata["is_leaf"]:
+            continue  # a parent: its leaves are its members
+        holder = _holder(merged, d.symbol)
+        assert holder.metadata["start_line"] <= own.metadata["start_line"]
+        assert own.metadata["end_line"] <= holder.metadata["end_line"]
+        under = _parent_symbol(merged, holder)
+        assert d.parent in (under or None, holder.metadata["symbol"]) or (d.parent or "").startswith(under), \
+            f"{d.symbol}: held by {holder.metadata['symbol']} under {under!r}, expected under {d.parent!r}"
+
+
+def test_code_splitter_floor_above_ceiling_is_refused(tokenizer_path) -> None:
+    from pydantic import ValidationError
+
+    from coderag.config import ChunkingSettings
+
+    with pytest.raises(ValueError, match="min_tokens"):
+        CodeHierarchySplitter(tokenizer_path=tokenizer_path, max_tokens=40, min_tokens=41)
+    with pytest.raises(ValidationError, match="min_tokens"):
+        ChunkingSettings(max_tokens=40, min_tokens=41)
+    assert CodeHierarchySplitter(tokenizer_path=tokenizer_path, max_tokens=24).min_tokens == 24
+    assert ChunkingSettings().min_tokens == DEFAULT_MIN_TOKENS
+
+
+def test_code_splitter_floor_is_in_the_index_fingerprint() -> None:
+    """An index chunked with another floor must ask for --rebuild."""
+    from coderag.config import Settings
+    from coderag.pipelines.ingestion import fingerprint
+
+    base = fingerprint(Settings())
+    assert fingerprint(Settings(chunking={"min_tokens": 0})) != base
+    assert fingerprint(Settings(chunking={"min_tokens": DEFAULT_MIN_TOKENS})) == base
+
+
+def test_code_splitter_merged_symbol_is_shortened_before_the_path(tokenizer_path) -> None:
+    from coderag.nodes.path_injection import PathInjector, breadcrumb
+
+    path = "src/shop/orders/line_items.py"
+    symbol = "LineItem.price_cents, LineItem.quantity_count, LineItem.discount_rate, ..."
+    full = PathInjector(tokenizer_path=tokenizer_path, max_tokens=200)
+    assert full.make(path, symbol, "python") == breadcrumb(path, symbol, "python")
+    short = PathInjector(tokenizer_path=tokenizer_path, max_tokens=32).make(path, symbol, "python")
+    assert short == breadcrumb(path, "LineItem.price_cents, ...", "python")

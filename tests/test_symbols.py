@@ -1,0 +1,29 @@
+"""chunk_symbols / chunk_defines: what a chunk defines, for a merged chunk of small siblings too."""
+
+from __future__ import annotations
+
+import pytest
+
+from coderag.nodes.symbols import chunk_defines, chunk_symbols
+
+MERGED = {"symbol": "LruCache.get, LruCache.put, LruCache.peek, ...",
+          "symbols": ["LruCache", "LruCache.get", "LruCache.put", "LruCache.peek", "LruCache.clear"]}
+
+
+@pytest.mark.parametrize("identifier, expected", [
+    ("clear", True),             # past the three names the symbol shows
+    ("LruCache.clear", True),
+    ("LruCache", True),          # the class's head is in the chunk
+    ("Cache.clear", False),      # a suffix of a name, not a dotted part of it
+    ("lear", False),
+    ("evict", False),
+])
+def test_chunk_defines_merged_chunk(identifier, expected) -> None:
+    assert chunk_defines(MERGED, identifier) is expected
+
+
+def test_chunk_symbols_of_plain_and_merged_chunks() -> None:
+    assert chunk_symbols(MERGED) == MERGED["symbols"]
+    assert chunk_symbols({"symbol": "AuthService.login"}) == ["AuthService.login"]
+    assert chunk_symbols({"symbol": ""}) == [] and chunk_symbols({}) == []
+    assert chunk_defines({"symbol": "AuthService.login"}, "login")
