@@ -41,6 +41,8 @@ _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
 _ERROR = re.compile(r"\b(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Fault))\b(?::\s*(?P<msg>[^\n]{0,200}))?")
 _DOTTED_OR_COMPOUND = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|\b[A-Za-z]\w*_\w+|\b[a-z]+[A-Z]\w*|\b[A-Z][a-z0-9]+[A-Z]\w*"
                                  r"|\b[A-Z]{2,}\w*")
+_INI_SECTION = re.compile(r"^\s*\[[\w:.\- ]+\]\s*$")
+_INI_LINE = re.compile(r"^\s*(?:[#;].*|[\w.\-]+\s*[=:]\s*.*)$")
 _CAMEL = re.compile(r"^[a-z]+[A-Z]\w*$|^[A-Z][a-z0-9]+[A-Z]\w*$")
 
 # Lines that say nothing about the code: environment dumps and version tables, prompts, log prefixes.
@@ -207,12 +209,18 @@ def read_query(text: str) -> QueryReading:
 
 
 def _looks_like_log(block: str) -> bool:
-    """A pasted log or dump rather than code: mostly lines of versions, timestamps and numbers."""
+    """A pasted log or dump rather than code: mostly lines of versions, timestamps and numbers, or an INI
+    file (a `[section]` and then `key = value` lines: a user's whole configuration, not the code)."""
     lines = [ln for ln in block.split("\n") if ln.strip()]
     if not lines:
         return True
     noisy = sum(1 for ln in lines if _NOISE_LINE.match(ln) or re.match(r"^\s*[\d\-:./ ,\[\]]{8,}", ln))
-    return noisy * 2 >= len(lines)
+    if noisy * 2 >= len(lines):
+        return True
+    if any(_INI_SECTION.match(ln) for ln in lines):
+        ini = sum(1 for ln in lines if _INI_SECTION.match(ln) or _INI_LINE.match(ln))
+        return ini * 4 >= len(lines) * 3
+    return False
 
 
 def as_paths(named: str) -> list[str]:

@@ -97,3 +97,12 @@ def test_read_query_reads_java_and_go_style_frames():
 ])
 def test_path_matches_whole_trailing_components(candidate, named, expected):
     assert path_matches(candidate, named) is expected
+
+
+def test_read_query_drops_a_pasted_configuration_but_keeps_code():
+    text = ("fix wipes the file when the encoding fails " + "word " * LONG_QUERY_WORDS + "\n```\n[tool]\n"
+            "verbose = 2\ndialect = postgres\n# comment\nexclude_rules = None\n```\n"
+            "```python\nresult = lint_paths(paths)\nresult.persist_changes()\n```\n")
+    r = read_query(text)
+    assert "exclude_rules" not in r.identifiers and "dialect" not in r.identifiers
+    assert "lint_paths" in r.identifiers and "persist_changes" in r.identifiers
