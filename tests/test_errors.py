@@ -1,0 +1,20 @@
+"""Errors a user can fix are shown as one message with the next step, never as a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from coderag.cli import main
+
+
+def test_index_with_a_missing_model_folder_says_what_to_set(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("def f():\n    return 1\n", encoding="utf-8")
+    (repo / "qdrant.yaml").write_text(f"embedding:\n  model_path: {tmp_path / 'no-model'}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["index", str(repo)])
+    assert result.exit_code == 1
+    assert "embedding.model_path" in result.output and "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
