@@ -88,6 +88,10 @@ def test_search_and_index_right_after_serve_go_through_the_owner(indexed_repo: P
         assert serve.poll() is None, serve.stderr.read().decode()[-3000:]
         owner = (indexed_repo / ".coderag" / "owner.json").read_text()
         assert f'"pid": {serve.pid}' in owner  # the serve process owns it: the commands were its clients
+        index_dir = indexed_repo / ".coderag"
+        assert {"coderag.log", "owner.json", "owner.sock"} <= {p.name for p in index_dir.iterdir()}
+        loose = [str(p) for p in [index_dir, *index_dir.rglob("*")] if p.lstat().st_mode & 0o077]
+        assert loose == [], f"open to other users: {loose}"
     finally:
         serve.send_signal(signal.SIGTERM)
         serve.wait(timeout=60)

@@ -52,7 +52,7 @@ def test_index_folder_0700_and_files_0600_after_index_and_serve(tiny_repo: Path,
         (tiny_repo / "src" / "new.py").write_text("def koala_new():\n    return 1\n")
         svc.refresh(paths=["src/new.py"])  # a write through the owner: new WAL pages, shard segments
         m = modes(index)
-        assert {"owner.json", "coderag.log", "owner.sock"} <= set(m)
+        assert {"owner.json", "owner.sock"} <= set(m)  # coderag.log: once per process (see test_owner_races)
         assert open_to_others(index) == {}
     finally:
         svc.stop()
