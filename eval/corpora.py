@@ -133,6 +133,29 @@ CORPORA: dict[str, Corpus] = {
             description="GitHub's CommonMark parser in C, as vendored by the cmarkgfm sdist.",
             excluded=("src/cmarkgfm (the Python/cffi wrapper)",),
         ),
+        Corpus(
+            name="jinja2",
+            registry="pypi",
+            package="jinja2",
+            version="3.1.6",
+            sha256="0137fb05990d35f1275a587e9aee6d56da821fc83491a0fb838183be43f66d6d",
+            archive="jinja2-3.1.6.tar.gz",
+            subdir="",
+            languages=("python",),
+            description="Template engine: the whole sdist (src/jinja2, tests, docs, examples).",
+        ),
+        Corpus(
+            name="zod-core",
+            registry="npm",
+            package="zod",
+            version="4.1.12",
+            sha256="2ef9d7a7d822b059c9bd21f87caa4fdc48220d437353678984df942fb67b43fa",
+            archive="zod-4.1.12.tgz",
+            subdir="src/v4/core",
+            languages=("typescript",),
+            description="Schema validation: the TypeScript sources of Zod 4's core (schemas, checks, JSON Schema).",
+            excluded=("src/v3, src/v4/classic, src/v4/mini, src/v4/locales (other layers)", "compiled .js/.d.ts"),
+        ),
     )
 }
 
