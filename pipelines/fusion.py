@@ -10,7 +10,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY, SYMBOL_KEY
+from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY
+from coderag.nodes.symbols import chunk_defines, defines_symbol
 from coderag.pipelines.retrievers import DenseRetriever, retrieve_nodes
 
 DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
@@ -34,7 +35,7 @@ def query_identifiers(query: str) -> list[str]:
 
 def defines(symbol: str, identifier: str) -> bool:
     """True if a chunk with this symbol defines `identifier` (`LruCache.get` defines `get` and `LruCache.get`)."""
-    return symbol == identifier or symbol.endswith("." + identifier)
+    return defines_symbol(symbol, identifier)
 
 
 _DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})
@@ -155,16 +156,15 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
             # A report's reading ranks the names it points at: the boost of a chunk is that of the most
             # telling name it defines (1, 1/2, 1/3 ... of `definition_boost`).
             for nid, nws in by_id.items():
-                symbol = nws.node.metadata.get(SYMBOL_KEY) or ""
-                rank = next((i for i, name in enumerate(self._identifiers) if defines(symbol, name)), None)
+                meta = nws.node.metadata
+                rank = next((i for i, name in enumerate(self._identifiers) if chunk_defines(meta, name)), None)
                 if rank is not None:
                     fused[nid] *= 1.0 + self._definition_boost / (rank + 1)
         else:
             idents = [i for q in dict.fromkeys(q for q, _ in results) for i in query_identifiers(q)]
             if idents and self._definition_boost:
                 for nid, nws in by_id.items():
-                    symbol = nws.node.metadata.get(SYMBOL_KEY) or ""
-                    hits = sum(1 for i in idents if defines(symbol, i))
+                    hits = sum(1 for i in idents if chunk_defines(nws.node.metadata, i))
                     fused[nid] *= 1.0 + self._definition_boost * hits / len(idents)
         if self._tests_docs_weight != 1.0 or self._noise_weight != 1.0 or self._non_code_weight != 1.0:
             for nid, nws in by_id.items():
