@@ -29,7 +29,7 @@ DEFAULT_FLOOR_RATIO = 0.3
 # lifted by a definition or keyword boost, stands 15% or more above the rest.
 DEFAULT_FLAT_RATIO = 0.87
 # Share of the budget (after the frame) kept for candidate lines when scores are flat.
-DEFAULT_FLAT_SHARE = 0.2
+DEFAULT_FLAT_SHARE = 0.25
 SIGNATURE_CHARS = 120
 SCAN_LINES = 40  # lines of a node looked at for its signature (a long decorator comes first)
 CHECK_LINES = 4  # lines of a node compared with the file when its file was not just found unchanged
@@ -217,9 +217,11 @@ def pack_with_candidates(run: Callable, packer: Any, blocks: list[NodeWithScore]
                          flat_ratio: float = DEFAULT_FLAT_RATIO) -> tuple[list[NodeWithScore], list[Candidate]]:
     """The blocks `packer` (a TokenBudgetPostprocessor) fits, then candidate lines from `pool` in what it
     leaves, all within its budget. When scores are flat (`is_flat`) up to `flat_share` of the budget is kept
-    for candidates, so they are listed even where the blocks would fill it. `run(postprocessor, nodes)` runs
-    a postprocessor; `price(c)` is a line's tokens, `wrapper` the section's around them."""
+    for candidates, so they are listed even where the blocks would fill it, unless the best block would then
+    not fit (not even cut). `run(postprocessor, nodes)` runs a postprocessor; `price(c)` is a line's tokens,
+    `wrapper` the section's around them."""
     made: dict[int, Candidate] = {}
+
     def candidates(packed: list[NodeWithScore]) -> list[Candidate]:
         picker.show(shown_spans(packed))
         out = []
@@ -238,7 +240,11 @@ def pack_with_candidates(run: Callable, packer: Any, blocks: list[NodeWithScore]
         need = wrapper + sum(map(price, want)) if want else 0
         if need > left:
             packer.reserve_tokens = need
-            packed = run(packer, blocks)
-            left = packer.tokens_left
-            cands = candidates(packed)
+            kept = run(packer, blocks)
+            if not packed or (kept and kept[0].node.node_id == packed[0].node.node_id):
+                # the reserve never takes the place of the best block (whole or cut)
+                packed, left = kept, packer.tokens_left
+                cands = candidates(packed)
+            else:
+                packer.reserve_tokens = 0
     return packed, fit(cands, price, left, wrapper)

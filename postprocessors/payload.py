@@ -169,9 +169,16 @@ def render_xml_frame(res: SearchResults, returned: int, tokens: int) -> tuple[st
     return head, "</search_results>"
 
 
+def shown_symbol(c: Candidate) -> str:
+    """The symbol a candidate line shows: none when its signature names it already (`def f(x):` for `f`)."""
+    return "" if c.symbol in c.signature else c.symbol
+
+
 def render_candidate_xml(c: Candidate) -> str:
     """One candidate line; like a result it starts with spaces after a `>` and a newline and ends with one."""
-    return f"    <candidate id={xml_attr(c.id)} symbol={xml_attr(c.symbol)}>{_x(c.signature)}</candidate>\n"
+    symbol = shown_symbol(c)
+    symbol = f" symbol={xml_attr(symbol)}" if symbol else ""
+    return f"    <candidate id={xml_attr(c.id)}{symbol}>{_x(c.signature)}</candidate>\n"
 
 
 CANDIDATES_XML_OPEN, CANDIDATES_XML_CLOSE = "  <candidates>\n", "  </candidates>\n"
@@ -214,7 +221,8 @@ CANDIDATES_TEXT_HEAD = "── more places (expand_result ID shows one):\n"
 
 
 def render_candidate_text(c: Candidate) -> str:
-    return f"   {c.id}  {c.symbol}  {c.signature}\n"
+    symbol = shown_symbol(c)
+    return f"   {c.id}  {symbol + '  ' if symbol else ''}{c.signature}\n"
 
 
 def render_candidates_text(candidates: list[Candidate]) -> str:
