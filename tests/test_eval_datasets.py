@@ -228,6 +228,9 @@ def test_unknown_corpus_name():
 
 # ---------------------------------------------------------------- the shipped datasets (no network)
 
+# Held-out question sets written by reading the code (natural kind only; the other kinds come from the five above).
+QUESTION_SETS = ("jinja2", "zod-core")
+
 
 def test_shipped_datasets_schema_and_balance():
     names = datasets.list_datasets()
@@ -245,7 +248,10 @@ def test_shipped_datasets_schema_and_balance():
 
     per_corpus = Counter(q.corpus for q in queries)
     assert len(per_corpus) >= 5 and min(per_corpus.values()) >= 40, per_corpus
+    assert set(QUESTION_SETS) <= set(per_corpus), per_corpus
     for name in per_corpus:
+        if name in QUESTION_SETS:
+            continue
         assert {q.kind for q in queries if q.corpus == name} == set(KINDS), name
     languages = {lang for name in per_corpus for lang in CORPORA[name].languages}
     assert len(languages) >= 4, languages
@@ -255,11 +261,22 @@ def test_shipped_datasets_schema_and_balance():
         assert q.query == q.query.strip() and len(q.query) >= 5
 
 
+def test_question_sets_are_natural_spread_and_held_out():
+    """jinja2 and zod-core: natural-language questions only, all held out, answers spread over many files."""
+    for name in QUESTION_SETS:
+        qs = load_dataset(name)
+        assert len(qs) >= 30, name
+        assert {q.kind for q in qs} == {"natural"} and {q.split for q in qs} == {"heldout"}, name
+        files = Counter(f for q in qs for f in {g.file_path for g in q.gold})
+        assert len(files) >= 10, (name, files)
+        assert max(files.values()) * 2 <= len(qs), (name, files.most_common(1))  # no file holds half the answers
+
+
 def test_shipped_splits():
-    """Held out: rxjs and cmark-gfm, and the pvlib and pydicom issues of swebench-dev (eval/RESULTS.md)."""
+    """Held out: rxjs, cmark-gfm, jinja2 and zod-core, and the pvlib and pydicom issues of swebench-dev (eval/RESULTS.md)."""
     every = load_all()
     held = {q.corpus for q in every if q.split == "heldout" and q.corpus in CORPORA}
-    assert held == {"rxjs", "cmark-gfm"}
+    assert held == {"rxjs", "cmark-gfm", *QUESTION_SETS}
     assert all(q.split == "tune" for q in every if q.corpus in CORPORA and q.corpus not in held)
     swe = load_dataset("swebench-dev")
     assert len(swe) == 28 and {q.kind for q in swe} == {"issue"}
