@@ -222,8 +222,8 @@ def pack_with_candidates(run: Callable, packer: Any, blocks: list[NodeWithScore]
     `wrapper` the section's around them."""
     made: dict[int, Candidate] = {}
 
-    def candidates(packed: list[NodeWithScore]) -> list[Candidate]:
-        picker.show(shown_spans(packed))
+    def candidates(shown: list[NodeWithScore]) -> list[Candidate]:
+        picker.show(shown_spans(shown))
         out = []
         for n in run(picker, pool):
             if id(n) not in made:
@@ -231,20 +231,16 @@ def pack_with_candidates(run: Callable, packer: Any, blocks: list[NodeWithScore]
             out.append(made[id(n)])
         return out
 
-    packed = run(packer, blocks)
-    cands = candidates(packed) if picker.max_candidates else []
-    left = packer.tokens_left
-    if cands and flat_share > 0 and is_flat(blocks, flat_ratio):
+    if not picker.max_candidates:
+        return run(packer, blocks), []
+    if flat_share > 0 and is_flat(blocks, flat_ratio):
+        # Sized on places outside every block (they stay candidates whatever is packed): one packing, not two.
         share = int((packer.max_tokens - packer.frame_tokens) * flat_share)
-        want = fit(cands, price, share, wrapper)
-        need = wrapper + sum(map(price, want)) if want else 0
-        if need > left:
-            packer.reserve_tokens = need
-            kept = run(packer, blocks)
-            if not packed or (kept and kept[0].node.node_id == packed[0].node.node_id):
-                # the reserve never takes the place of the best block (whole or cut)
-                packed, left = kept, packer.tokens_left
-                cands = candidates(packed)
-            else:
-                packer.reserve_tokens = 0
-    return packed, fit(cands, price, left, wrapper)
+        want = fit(candidates(blocks), price, share, wrapper)
+        packer.reserve_tokens = wrapper + sum(map(price, want)) if want else 0
+    packed = run(packer, blocks)
+    best = max(blocks, key=lambda n: n.get_score()) if blocks else None  # the packer's first, if it fits
+    if packer.reserve_tokens and best is not None and (not packed or packed[0].node.node_id != best.node.node_id):
+        packer.reserve_tokens = 0  # the reserve never takes the place of the best block (whole or cut)
+        packed = run(packer, blocks)
+    return packed, fit(candidates(packed), price, packer.tokens_left, wrapper)

@@ -170,8 +170,10 @@ def render_xml_frame(res: SearchResults, returned: int, tokens: int) -> tuple[st
 
 
 def shown_symbol(c: Candidate) -> str:
-    """The symbol a candidate line shows: none when its signature names it already (`def f(x):` for `f`)."""
-    return "" if c.symbol in c.signature else c.symbol
+    """The symbol a candidate line shows: none when its signature names it already (`def f(x):` for `f`); of
+    a section's heading path (`Guide > Install > Linux`), the last heading."""
+    symbol = c.symbol.rsplit(" > ", 1)[-1]
+    return "" if symbol in c.signature else symbol
 
 
 def render_candidate_xml(c: Candidate) -> str:

@@ -279,6 +279,18 @@ def test_candidates_share_of_the_budget_when_flat(flat: bool) -> None:
         assert cands == [] and packer.reserve_tokens == 0
 
 
+def test_candidates_reserve_never_takes_the_best_blocks_place() -> None:
+    """A best block that fits only in the whole budget (one line, which cannot be cut) is shown; the
+    candidates get what it leaves."""
+    blocks = [_node("a.py", 1, 1, 1.0, " ".join(["w"] * 250)), _node("b.py", 1, 1, 0.95, "b w w w w w w")]
+    pool = blocks + [_node(f"c{i}.py", 1, 5, 0.9 - i / 100) for i in range(12)]
+    packer = TokenBudgetPostprocessor(cost=_word_cost, max_tokens=300, frame_tokens=20)
+    packed, cands = pack_with_candidates(lambda pp, nodes: pp.postprocess_nodes(nodes), packer, blocks, pool,
+                                         CandidatePostprocessor(), lambda c: 10, 4)
+    assert [n.node.metadata["file_path"] for n in packed] == ["a.py", "b.py"] and packer.reserve_tokens == 0
+    assert len(cands) == 1  # 280 - 254 - 11 = 15 tokens: the section's 4 and one line of 10
+
+
 def test_candidates_fit_keeps_the_order_and_the_budget() -> None:
     cs = [Candidate(id=f"a.py:{i}-{i}", file_path="a.py", start_line=i, end_line=i, symbol="", score=1.0,
                     signature="x" * n) for i, n in enumerate((5, 50, 5, 5), 1)]
@@ -321,6 +333,9 @@ def test_candidates_render_in_every_format() -> None:
                       signature="def f(x):")
     line = ET.fromstring(render_xml(SearchResults([], query="q", candidates=[named]))).find("candidates/candidate")
     assert line.get("symbol") is None and line.text == "def f(x):"  # the signature names it
+    section = Candidate(id="d.md:1-9", file_path="d.md", start_line=1, end_line=9, symbol="Guide > Install",
+                        score=0.5, signature="Run the installer.")
+    assert shown_symbol(section) == "Install"
     assert json.loads(render_json(res))["candidates"] == [asdict(c)]
     assert render_text(SearchResults([], query="q", message="m", candidates=[c])) == "m\n"  # no blocks: message
     assert render_xml(SearchResults([], query="q")).count("candidates") == 0

@@ -11,7 +11,7 @@ import pytest
 from conftest import write_files
 from coderag.config import Settings
 from coderag.postprocessors.payload import (NO_RESULTS_HINTS, SearchResult, SearchResults, no_results_message,
-                                            render_json, render_text, render_xml)
+                                            render_json, render_text, render_xml, shown_symbol)
 from test_query import RETRIEVAL_FILES, assert_exact
 
 # String -> how often the payload's own structure writes it: any other occurrence came from a snippet.
@@ -96,8 +96,8 @@ def assert_xml_matches(payload: str, res) -> ET.Element:
     assert [el.tag for el in root] == ["meta", *(["message"] if res.message else []), *["result"] * len(res),
                                        *(["candidates"] if res.candidates else [])]
     lines = [(el.tag, el.get("id"), el.get("symbol"), el.text) for el in root.iterfind("candidates/*")]
-    assert lines == [("candidate", c.id, c.symbol if c.symbol not in c.signature else None,
-                      as_xml_text(c.signature) or None) for c in res.candidates]
+    assert lines == [("candidate", c.id, shown_symbol(c) or None, as_xml_text(c.signature) or None)
+                     for c in res.candidates]
     for el, r in zip(results, res):
         assert el.get("id") == r.id
         assert el.findtext("source_file") == r.file_path
