@@ -297,7 +297,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     from llama_index.core.schema import QueryBundle
 
     from coderag.pipelines.retrievers import postprocess, retrieve_nodes
-    from coderag.postprocessors.candidates import CandidatePostprocessor, pack_with_candidates
+    from coderag.postprocessors.candidates import CandidatePostprocessor, lines_check, pack_with_candidates
     from coderag.postprocessors.lines import LineSource
     from coderag.postprocessors.merge_adjacent import MergeAdjacentPostprocessor
     from coderag.postprocessors.payload_cost import PayloadCost
@@ -380,7 +380,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     packer = TokenBudgetPostprocessor(cost=coster.cost, prefix_cost=coster.prefix_cost, max_tokens=opts.max_tokens,
                                       frame_tokens=frame_tokens, cut_ratio=index.settings.retrieval.cut_ratio,
                                       min_block_tokens=coster.min_block_tokens(), min_cut_lines=MIN_CUT_LINES)
-    picker = CandidatePostprocessor(skip_files=stale, unchanged_files=unchanged, check=_lines_check(lines))
+    picker = CandidatePostprocessor(skip_files=stale, unchanged_files=unchanged, check=lines_check(lines))
     packed, candidates = pack_with_candidates(postprocess, packer, nodes, pool, picker, coster.candidate_cost,
                                               coster.candidates_frame_cost())
     copies = index.other_locations_of(n.node.node_id for n in packed)
@@ -432,15 +432,6 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
             _measure(out, tokens_of, t0)
     out.timings["total_ms"] = out.latency_ms
     return out
-
-
-def _lines_check(lines):
-    """Whether a file's lines at `start` are still a node's first lines (for candidates of files that an
-    ingestion in another thread may be rewriting): a slice of the cached file, no split."""
-    def check(path: str, start: int, first: list[str]) -> bool:
-        got = lines.span(path, start, start + len(first) - 1)
-        return got is not None and got[0] == "\n".join(first)
-    return check
 
 
 def _quiet(index: "CodeIndex") -> bool:

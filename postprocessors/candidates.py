@@ -202,6 +202,15 @@ class CandidatePostprocessor(BaseNodePostprocessor):
         return self._check(path, start, n.node.get_content().split("\n", CHECK_LINES)[:CHECK_LINES])
 
 
+def lines_check(lines: Any) -> CheckFn:
+    """A `check` reading a LineSource: whether a file's lines at `start` are still a node's first lines (for
+    files an ingestion in another thread may be rewriting); a slice of the cached file, no split."""
+    def check(path: str, start: int, first: list[str]) -> bool:
+        got = lines.span(path, start, start + len(first) - 1)
+        return got is not None and got[0] == "\n".join(first)
+    return check
+
+
 def shown_spans(packed: Iterable[NodeWithScore]) -> list[tuple[str, int, int]]:
     """(path, start, end) of each packed block; a cut block by its whole range (expand_result shows the rest)."""
     out = []

@@ -17,8 +17,8 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from conftest import write_files
 from coderag.config import Settings
-from coderag.postprocessors.candidates import (CandidatePostprocessor, fit, is_flat, pack_with_candidates,
-                                               signature_line, to_candidate)
+from coderag.postprocessors.candidates import (CandidatePostprocessor, fit, is_flat, lines_check,
+                                               pack_with_candidates, signature_line, to_candidate)
 from coderag.postprocessors.payload import (Candidate, SearchResults, render_json, render_text, render_xml,
                                             shown_symbol)
 from coderag.postprocessors.token_budget import TokenBudgetPostprocessor
@@ -240,6 +240,18 @@ def test_candidates_picker_leaves_out_what_is_shown_repeated_stale_or_weak() -> 
            [("a.py", 20), ("a.py", 40), ("b.py", 1)]
     assert CandidatePostprocessor(max_candidates=1).postprocess_nodes(pool)[0].score == 1.0
     assert CandidatePostprocessor(max_candidates=0).postprocess_nodes(pool) == []
+
+
+def test_candidates_lines_check_reads_the_file_as_it_is(tmp_path: Path) -> None:
+    """While an ingestion may be rewriting the store, a candidate's first lines are compared with the file."""
+    from coderag.postprocessors.lines import LineSource
+
+    (tmp_path / "a.py").write_text("x = 1\ndef f():\n    return 2\n", encoding="utf-8")
+    assert lines_check(LineSource(tmp_path))("a.py", 2, ["def f():", "    return 2"])
+    assert not lines_check(LineSource(tmp_path))("a.py", 1, ["def f():"])
+    assert not lines_check(LineSource(tmp_path))("gone.py", 1, ["x = 1"])
+    (tmp_path / "a.py").write_text("# moved\nx = 1\ndef f():\n    return 2\n", encoding="utf-8")
+    assert not lines_check(LineSource(tmp_path))("a.py", 2, ["def f():", "    return 2"])
 
 
 def test_candidates_flat_scores() -> None:
