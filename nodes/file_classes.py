@@ -3,7 +3,8 @@
 Two reasons, each a skip reason of its own in the skip report and in `coderag status`:
 
 - `secret`: private keys, certificates, keystores, `.env` files, credential files, and any file whose bytes
-  hold a private key block, an AWS secret access key or a GCP service-account key. A hard rule: the
+  hold a private key block, an AWS secret access key, a GCP service-account key or an API token (GitHub,
+  Slack, Stripe live, Google API, OpenAI/Anthropic-style `sk-`). A hard rule: the
   names are checked before any ignore file (IgnoreMatcher), so a user's `!pattern` cannot re-include
   them, and such a file is never opened; the content check runs on every file read.
 - `data`: CSV/TSV, images as text (SVG, ...), notebooks, lock files, snapshots (`data_name`: below every
@@ -22,6 +23,10 @@ from typing import Optional
 from coderag.nodes.languages import EXTENSIONS, detect_language
 
 SECRET, DATA = "secret", "data"
+# Bumped when a rule is added that may class a file an older index holds as a secret or data: the next
+# upgrade reads the indexed files once more and drops those (pipelines/ingestion.py purge_reclassified).
+# 1: keys, credentials and data files; 2: API tokens.
+RULES_VERSION = "2"
 
 # Files in these languages are code or prose whatever their numbers: the row and base64 sniffs are for the
 # rest ("text", json, yaml, xml, ...), where a table of numbers is a table. Their extensions also make a
@@ -138,6 +143,32 @@ _AWS_SECRET = re.compile(rb"secret_?access_?key[\"']?\s*[=:]\s*[\"']?[A-Za-z0-9/
 _AWS_HINTS = (b"ccess_key", b"CCESS_KEY", b"ccessKey", b"ccess_Key")
 _GCP_ACCOUNT = re.compile(rb"\"type\"\s*:\s*\"service_account\"")
 
+# API tokens by their issuers' published shapes. A token must look random (both letter cases in its body;
+# Slack's: two of digits, lower and upper case) and stand alone (no letter, digit or `_` glued to either
+# end), so placeholders (`ghp_xxxx...`, `xoxb-your-token`), shorter or longer runs, a hex digest after
+# `sk-` and code that checks a prefix (`token.startswith("ghp_")`) are code. Test keys (`sk_test_`) are
+# not secrets: Stripe publishes them in its docs.
+_TOKEN_END = rb"(?![A-Za-z0-9_])"
+_API_TOKENS = (
+    ("GitHub token", (b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_"),
+     re.compile(rb"(?<![A-Za-z0-9_])gh[pousr]_([A-Za-z0-9]{36})" + _TOKEN_END), "cases"),
+    ("GitHub token", (b"github_pat_",),
+     re.compile(rb"(?<![A-Za-z0-9_])github_pat_([A-Za-z0-9]{22}_[A-Za-z0-9]{59})" + _TOKEN_END), "cases"),
+    ("Slack token", (b"xox",),
+     re.compile(rb"(?<![A-Za-z0-9_-])xox[abprs]-(?:[0-9]{6,}-){1,3}([A-Za-z0-9]{16,})(?![A-Za-z0-9_-])"), "two"),
+    ("Stripe live key", (b"k_live_",),
+     re.compile(rb"(?<![A-Za-z0-9_])[sr]k_live_([A-Za-z0-9]{24,})" + _TOKEN_END), "cases"),
+    ("Google API key", (b"AIza",),
+     re.compile(rb"(?<![A-Za-z0-9_-])AIza([0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])"), "cases"),
+    # OpenAI's `sk-` + 48 (legacy), `sk-proj-`/`sk-svcacct-`/`sk-admin-` + 100 or more, Anthropic's
+    # `sk-ant-api03-`: at least 40 in the body, so `sk-` and a short slug is code.
+    ("API key (sk-)", (b"sk-",),
+     re.compile(rb"(?<![A-Za-z0-9_-])sk-(?:proj|svcacct|admin|ant-(?:api|admin)[0-9]{2})-([A-Za-z0-9_-]{40,})"
+                rb"(?![A-Za-z0-9_-])"), "cases"),
+    ("API key (sk-)", (b"sk-",),
+     re.compile(rb"(?<![A-Za-z0-9_-])sk-([A-Za-z0-9]{40,})(?![A-Za-z0-9_-])"), "cases"),
+)
+
 DEFAULT_DATA_MAX_BYTES = 64 * 1024
 # JSON/YAML/XML over DEFAULT_DATA_MAX_BYTES is data (an OpenAPI spec of that size is one too: its chunks
 # are schemas field by field); so is a non-code file of that size under a fixture folder.
@@ -168,6 +199,24 @@ def _has_key_body(window: bytes) -> bool:
     return False
 
 
+def _looks_random(body: bytes, rule: str) -> bool:
+    upper, lower = body.lower() != body, body.upper() != body
+    if rule == "cases":
+        return upper and lower
+    return upper + lower + bool(_B_DIGIT.search(body)) >= 2
+
+
+def _api_token(data: bytes) -> Optional[str]:
+    """The kind and line of the first API token in `data`, or None. A substring test first: most files hold
+    none of the prefixes, and the regexes never run on them."""
+    for kind, hints, pattern, rule in _API_TOKENS:
+        if any(h in data for h in hints):
+            for m in pattern.finditer(data):
+                if _looks_random(m.group(1), rule):
+                    return f"{kind} at line {_line_of(data, m.start())}"
+    return None
+
+
 def secret_content(data: bytes) -> Optional[str]:
     """Why these bytes hold a secret (the detail names its kind and line, never its text), or None."""
     if b"PRIVATE KEY" in data:
@@ -182,7 +231,7 @@ def secret_content(data: bytes) -> Optional[str]:
             return f"AWS secret access key at line {_line_of(data, m.start())}"
     if b"service_account" in data and b"\"private_key" in data and _GCP_ACCOUNT.search(data):
         return "GCP service-account key"
-    return None
+    return _api_token(data)
 
 
 def _is_row(line: str) -> bool:

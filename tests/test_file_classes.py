@@ -139,3 +139,82 @@ def test_file_classes_big_json_yaml_xml_and_fixtures_are_data() -> None:
 ])
 def test_file_classes_ordinary_files_are_not_data(rel: str, text: str) -> None:
     assert content_class(rel, text.encode()) is None
+
+
+# -- by content: API tokens -------------------------------------------------------------------------
+# Fake tokens of the issuers' shapes, made at run time from a seeded generator (so this file holds none
+# and is indexed itself); the prefixes are split so no scanner takes the source for a token either.
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def fake(n: int, seed: int, alphabet: str = _BASE62) -> str:
+    rnd = random.Random(seed)
+    while True:
+        s = "".join(rnd.choice(alphabet) for _ in range(n))
+        if s.lower() != s and s.upper() != s or alphabet.lower() == alphabet:
+            return s  # a real token's body has both cases (all but ~1e-8 of them), if its alphabet has
+
+
+GH, PAT, SLACK_B, SLACK_P = "gh" + "p_", "github" + "_pat_", "xo" + "xb-", "xo" + "xp-"
+TOKENS = {
+    "github classic": GH + fake(36, 1),
+    "github oauth": "gh" + "o_" + fake(36, 2),
+    "github app": "gh" + "s_" + fake(36, 3),
+    "github refresh": "gh" + "r_" + fake(36, 4),
+    "github user": "gh" + "u_" + fake(36, 5),
+    "github fine-grained": PAT + fake(22, 6) + "_" + fake(59, 7),
+    "slack bot": SLACK_B + "17653672481-19874698323-" + fake(24, 8),
+    "slack user": SLACK_P + "4956821743-4956821827-13424254546-" + fake(32, 9, "0123456789abcdef"),
+    "stripe live": "sk" + "_live_" + fake(24, 10),
+    "stripe restricted": "rk" + "_live_" + fake(99, 11),
+    "google api": "AI" + "za" + fake(35, 12, _BASE62 + "-_"),
+    "openai legacy": "sk" + "-" + fake(48, 13),
+    "openai project": "sk" + "-proj-" + fake(120, 14, _BASE62 + "-_"),
+    "anthropic": "sk" + "-ant-api03-" + fake(93, 15, _BASE62 + "-_"),
+}
+
+
+@pytest.mark.parametrize("kind", list(TOKENS))
+@pytest.mark.parametrize("wrap", [
+    "{t}\n",                                                   # a token file
+    'import os\n\n\nTOKEN = "{t}"  # TODO: move to the env\n',  # pasted into code
+    "headers:\n  Authorization: Bearer {t}\n",                 # a config file
+    '{{"token": "{t}", "user": "ci"}}\n',                      # JSON
+    "export API_TOKEN='{t}'\n",
+])
+def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
+    text = wrap.format(t=TOKENS[kind])
+    cls = content_class("src/settings.py", text.encode())
+    assert cls is not None and cls[0] == SECRET, (kind, text)
+    assert f"at line {text.splitlines().index(next(ln for ln in text.splitlines() if TOKENS[kind] in ln)) + 1}" \
+        in cls[1]
+    assert TOKENS[kind] not in cls[1] and TOKENS[kind][:12] not in cls[1]  # the detail never quotes it
+
+
+@pytest.mark.parametrize("text", [
+    # placeholders and prefixes in docs and code
+    "export GITHUB_TOKEN=" + GH + "x" * 36 + "\n",
+    "export GITHUB_TOKEN=" + GH + "X" * 36 + "\n",
+    "export GITHUB_TOKEN=" + GH + "1234567890abcdefghijklmnopqrstuvwxyz\n",
+    'if token.startswith("' + GH + '") or token.startswith("' + PAT + '"):\n    kind = "github"\n',
+    'PATTERN = re.compile(r"' + GH + '[A-Za-z0-9]{36}")\n',
+    "SLACK_TOKEN = '" + SLACK_B + "your-bot-token-here'\n",
+    "SLACK_TOKEN = '" + SLACK_B + "123456789012-123456789012-abcdefghijklmnopqrstuvwx'\n",
+    'stripe.api_key = "sk' + '_test_' + fake(24, 20) + '"\n',  # a test key: public in Stripe's docs
+    'stripe.api_key = "sk' + '_live_' + 'x' * 24 + '"\n',
+    'key = "AI' + 'za' + 'x' * 35 + '"\n',
+    # the wrong length: one short, one long (a run glued to more characters is not that token)
+    "token = " + GH + fake(35, 21) + "\n",
+    "token = " + GH + fake(37, 22) + "\n",
+    'key = "AI' + 'za' + fake(34, 23) + '"\n',
+    # `sk-` followed by a hex digest, a slug, or too little; and `sk-` inside a longer word
+    "cache key: sk-" + "3f786850e387550fdab836ed7e6dc881de23001b" + "\n",
+    "python -m pip install sk-learn-compat-shim-for-very-old-environments-only\n",
+    "sk-" + fake(39, 24) + "\n",
+    "task-" + fake(48, 25) + "\n",
+    "desk-" + fake(48, 26) + "\n",
+    # a git revision and a content hash in a lock-ish file
+    "revision = 'a94a8fe5ccb19ba61c4c0873d391e987982fbbd3'\nsha256 = '" + "ab" * 32 + "'\n",
+])
+def test_file_classes_api_token_look_alikes_stay_indexed(text: str) -> None:
+    assert content_class("src/settings.py", text.encode()) is None, text
