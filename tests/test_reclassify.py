@@ -1,0 +1,100 @@
+"""An index built before the secret and data rules loses, on its next upgrade, the files they now class
+(pipelines/ingestion.py purge_reclassified), once per rules version (issue 16).
+
+The old index is made by a real build with the content rules switched off (what a coderag of before the
+rules read), then the current code runs `index_repository` on it, as `coderag index` would.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from conftest import write_files
+
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_rnd = random.Random(16)
+TOKEN = "gh" + "p_" + "Qz" + "".join(_rnd.choice(_BASE62) for _ in range(34))  # a fake of the right shape
+ROWS = "".join(f"{i} {i * 0.25:.2f} {i * 7 % 13} {i * 3}\n" for i in range(300))
+FILES = {
+    "src/shop/settings.py": f'"""Deploy settings."""\n\nDEPLOY_TOKEN = "{TOKEN}"\n',
+    "bench/timings.txt": "# pricequotient timings\n" + ROWS,
+    "src/shop/cart.py": '''\
+        """The shopping cart."""
+
+
+        def cart_total(items):
+            """Sum the prices of the items in the cart, in cents."""
+            return sum(item.price_cents * item.quantity for item in items)
+        ''',
+    "README.md": "# Shop\n\nA shop with a cart and deploy settings.\n",
+}
+PURGED = {"src/shop/settings.py": "secret", "bench/timings.txt": "data"}
+
+
+@pytest.fixture(scope="module")
+def upgraded(tmp_path_factory: pytest.TempPathFactory):
+    """(root, summary of the first build without content rules, summary of the run that upgrades it)."""
+    from coderag import index_repository
+    from coderag.config import Settings
+    from coderag.nodes import scan
+    from coderag.paths import DB_NAME, index_dir
+    from coderag.pipelines.ingestion import FILE_CLASSES_KEY
+    from coderag.store.state import IndexState
+
+    root = write_files(tmp_path_factory.mktemp("reclassify") / "shop", FILES)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(scan, "content_class", lambda rel, data: None)  # the reader of before the content rules
+    try:
+        old = index_repository(root, settings=Settings())
+    finally:
+        mp.undo()
+    state = IndexState(index_dir(root) / DB_NAME)
+    try:
+        assert {p: state.file(p).status for p in PURGED} == {p: "indexed" for p in PURGED}
+        state.conn.execute("DELETE FROM meta WHERE key=?", (FILE_CLASSES_KEY,))  # an index that never had it
+        state.commit()
+    finally:
+        state.close()
+    return root, old, index_repository(root, settings=Settings())
+
+
+def test_reclassify_old_index_held_them(upgraded) -> None:
+    """The set-up is what it claims: the first build indexed the token file and the rows."""
+    _, old, _ = upgraded
+    assert old.indexed == len(FILES) and not old.skipped
+
+
+def test_reclassify_upgrade_drops_secrets_and_data_once(upgraded) -> None:
+    from coderag import CodeIndex
+    from coderag.config import Settings
+    from coderag.pipelines.ingestion import PURGED_NOTE
+
+    root, _, new = upgraded
+    assert new.upgraded.get(PURGED_NOTE) == len(PURGED), new.upgraded
+    with CodeIndex.open(root, settings=Settings(), create=False) as idx:
+        for path, reason in PURGED.items():
+            rec = idx.state.file(path)
+            assert (rec.status, rec.n_nodes, rec.n_leaves) == (reason, 0, 0), (path, rec)
+            assert idx.docstore.get_ref_doc_info(path) is None, path
+            assert idx.vector_store.point_ids(path) == [], path
+        assert idx.state.skip_counts().get("secret") == 1 and idx.state.skip_counts().get("data") == 1
+        for query in (TOKEN, "DEPLOY_TOKEN", "pricequotient timings"):
+            for retriever in ("bm25", "hybrid"):
+                res = idx.search(query, retriever=retriever, max_tokens=4000)
+                assert not {r.file_path for r in res} & set(PURGED), (query, retriever)
+                assert TOKEN not in res.to_xml().replace(query, "")
+        # the other files are still served
+        assert idx.search("sum the prices in the cart", max_tokens=2000)[0].file_path == "src/shop/cart.py"
+
+
+def test_reclassify_runs_once_per_rules_version(upgraded) -> None:
+    from coderag import index_repository
+    from coderag.config import Settings
+
+    root, _, _ = upgraded
+    again = index_repository(root, settings=Settings())
+    assert again.upgraded == {} and again.indexed == 0
+    assert again.unchanged == len(FILES)  # the purged files' rows say what they are: not read again
