@@ -14,7 +14,7 @@ from pydantic import Field, ValidationError
 from coderag.agent_text import validation_message
 from coderag.errors import CodeRagError
 from coderag.mcp_args import ArgumentCheck
-from coderag.pipelines.query import MAX_TOKENS_LIMIT, MIN_TOKENS
+from coderag.pipelines.search_options import MAX_TOKENS_LIMIT, MIN_TOKENS
 
 log = logging.getLogger("coderag.mcp")
 SERVER_NAME = "coderag"

@@ -291,7 +291,7 @@ class IndexService:
         return handler(**params)
 
     def search(self, **params: Any) -> dict:
-        from coderag.pipelines.query import RetrieverMode
+        from coderag.pipelines.search_options import RetrieverMode
 
         idx = self.index
         if not self.dense_ready and params.get("retriever", "hybrid") != RetrieverMode.BM25.value:
@@ -323,7 +323,8 @@ class IndexService:
 
     def _building(self, params: dict, note: str) -> dict:
         """No chunk is written yet on a first build: an empty answer that says so (not "run coderag index")."""
-        from coderag.pipelines.query import SearchOptions, strategy_name
+        from coderag.pipelines.query import strategy_name
+        from coderag.pipelines.search_options import SearchOptions
         from coderag.postprocessors.payload import SearchResults
 
         opts = SearchOptions(**{**params, "retriever": "bm25"})  # a bad request is still an error the caller can fix

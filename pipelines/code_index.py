@@ -13,7 +13,8 @@ from coderag.config import Settings, StoreMode, load_settings
 from coderag.errors import IndexMissingError
 from coderag.lock import WriterLock
 from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir, find_root, index_dir, private_umask
-from coderag.pipelines.query import SearchOptions, run_search
+from coderag.pipelines.query import run_search
+from coderag.pipelines.search_options import SearchOptions
 from coderag.postprocessors.payload import SearchResults
 from coderag.store.state import SEARCHABLE, FileRecord, IndexState
 
@@ -186,7 +187,7 @@ class CodeIndex:
     @property
     def retriever(self):
         """The default retriever graph: weighted-RRF(dense, BM25) under bounded auto-merging."""
-        from coderag.pipelines.query import build_retriever
+        from coderag.pipelines.retriever_graph import build_retriever
 
         return build_retriever(self, SearchOptions(query="-"), {})
 

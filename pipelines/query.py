@@ -3,114 +3,19 @@
 from __future__ import annotations
 
 import time
-from enum import Enum
 from typing import TYPE_CHECKING, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
-
-from coderag.agent_text import surrogate_problem
-from coderag.globs import FilePattern
-from coderag.nodes.query_reader import read_query
 from coderag.nodes.keys import (END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, LAST_MODIFIED_KEY,
                                 START_LINE_KEY, SYMBOL_KEY)
 from coderag.postprocessors.payload import (NO_RESULTS_HINTS, SearchResult, SearchResults, budget_message,
                                             no_results_message, render_json, render_result_text,
                                             render_result_xml, render_text, render_xml)
 
+from coderag.pipelines.retriever_graph import build_retriever, request_filters
+from coderag.pipelines.search_options import OutputFormat, SearchOptions
+
 if TYPE_CHECKING:
     from coderag.pipelines.code_index import CodeIndex
-
-MAX_TOKENS_LIMIT = 20_000
-MIN_TOKENS = 50
-# What of a query is searched. Reading (nodes/query_reader.py) and BM25 grow with the text: a 1 MB query took
-# 2 s, for nothing, since the dense leg sees ~256 tokens and BM25 a bag of terms. 20,000 characters hold a bug
-# report with its whole traceback; the rest is cut, and the payload says so.
-QUERY_SEARCH_CHARS = 20_000
-MAX_KEYWORD_CHARS = 200
-MAX_KEYWORDS = 16
-
-
-class RetrieverMode(str, Enum):
-    Hybrid = "hybrid"
-    BM25 = "bm25"
-    Dense = "dense"
-
-
-class OutputFormat(str, Enum):
-    Xml = "xml"
-    Json = "json"
-    Text = "text"
-
-
-class SearchOptions(BaseModel):
-    """One search request, validated once at the edge (CLI flags, MCP arguments, API keywords)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(description="What to find: a behaviour in words, or identifiers.")
-    file_pattern: Optional[str] = Field(default=None, description="Globs on relative paths, `!` excludes.")
-    keywords: list[str] = Field(default_factory=list, description="Exact identifiers to boost (or require).")
-    requires_exact_match: bool = Field(default=False, description="Keep only chunks containing every keyword.")
-    max_tokens: int = Field(default=4000, ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT, description="Budget of the payload.")
-    top_k: Optional[int] = Field(default=None, ge=1, le=200, description="Fused candidates (default from settings).")
-    retriever: RetrieverMode = Field(default=RetrieverMode.Hybrid)
-    auto_merge: bool = Field(default=True, description="Merge sibling hits into their parent.")
-    merge_adjacent: bool = Field(default=True, description="Merge chunks of one file that touch.")
-    format: OutputFormat = Field(default=OutputFormat.Xml, description="Payload format the budget is counted in.")
-
-    _query_chars: int = PrivateAttr(default=0)  # the length of a query longer than QUERY_SEARCH_CHARS
-
-    @field_validator("query")
-    @classmethod
-    def _query_not_empty(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("query is empty: describe what you are looking for, e.g. 'where are failed logins retried'")
-        problem = surrogate_problem("query", v)
-        if problem:
-            raise ValueError(problem)
-        return v.strip()
-
-    @model_validator(mode="after")
-    def _cut_long_query(self) -> "SearchOptions":
-        if len(self.query) > QUERY_SEARCH_CHARS:
-            self._query_chars = len(self.query)
-            self.query = self.query[:QUERY_SEARCH_CHARS]
-        return self
-
-    @property
-    def query_note(self) -> str:
-        """Said in the payload when the query was cut for search."""
-        if not self._query_chars:
-            return ""
-        return (f"Only the first {QUERY_SEARCH_CHARS} of the query's {self._query_chars} characters were searched: "
-                "keep the error, the frames and the words that matter, and put identifiers in keywords.")
-
-    @field_validator("keywords")
-    @classmethod
-    def _clean_keywords(cls, v: list[str]) -> list[str]:
-        out = [k.strip() for k in v if k and k.strip()]
-        if len(out) > MAX_KEYWORDS:
-            raise ValueError(f"at most {MAX_KEYWORDS} keywords ({len(out)} given): keep the identifiers that matter most")
-        for i, k in enumerate(out):
-            problem = surrogate_problem(f"keywords[{i}]", k)
-            if problem:
-                raise ValueError(problem)
-            if len(k) > MAX_KEYWORD_CHARS:
-                raise ValueError(f"keywords[{i}] ({k[:40]!r}…) has {len(k)} characters; at most {MAX_KEYWORD_CHARS}: "
-                                 "a keyword is one exact identifier, error code or config key; put prose in query")
-        return out
-
-    @field_validator("file_pattern")
-    @classmethod
-    def _valid_glob(cls, v: Optional[str]) -> Optional[str]:
-        if v is None or not v.strip():
-            return None
-        problem = surrogate_problem("file_pattern", v)
-        if problem:
-            raise ValueError(problem)
-        FilePattern(v)  # raises ValueError with examples
-        return v.strip()
-
 
 def _renderers(fmt: OutputFormat):
     if fmt == OutputFormat.Json:
@@ -131,116 +36,6 @@ def _to_result(nws, stale_files: set[str], also_in: list[str]) -> SearchResult:
         kind=m.get(KIND_KEY, ""), score=round(float(nws.get_score()), 6), last_modified=m.get(LAST_MODIFIED_KEY, ""),
         stale=m[FILE_PATH_KEY] in stale_files, text=nws.node.get_content(), truncated=bool(m.get("truncated")),
         full_end_line=m.get("full_end_line"), also_in=also_in)
-
-
-_MOCK_LLM = None
-
-
-def _no_llm():
-    """The fusion retriever's LLM: a MockLLM it never calls (one query, no rewriting); built once, since
-    building one costs a signature inspection per request."""
-    global _MOCK_LLM
-    if _MOCK_LLM is None:
-        from llama_index.core.llms import MockLLM
-
-        _MOCK_LLM = MockLLM()
-    return _MOCK_LLM
-
-
-def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filters=None, light: bool = False,
-                    while_embedding=None):
-    """The LlamaIndex retriever graph for one request (cheap to build; filters are per request). `light`: the
-    legs return light nodes (no links to the previous and next chunks, which a search never reads).
-    `while_embedding(nodes)`: done with the BM25 leg's results while a helper process embeds the query."""
-    from coderag.pipelines.fusion import WeightedRRFFusionRetriever
-    from coderag.pipelines.retrievers import BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever
-
-    r = index.settings.retrieval
-    exact = opts.keywords if opts.requires_exact_match else []
-    reading = read_query(opts.query) if r.read_queries else None
-    long = reading is not None and reading.is_long
-    legs, weights = [], []
-    if opts.retriever in (RetrieverMode.Hybrid, RetrieverMode.Dense):
-        legs.append(DenseRetriever(index.vector_store, index.embed_model, r.dense_top_k, filters=filters,
-                                   exact_keywords=exact, timings=timings, light=light,
-                                   query_text=reading.dense_text if long else None))
-        weights.append(r.dense_weight)
-    if opts.retriever in (RetrieverMode.Hybrid, RetrieverMode.BM25):
-        bm25_text = reading.bm25_text if long else None
-        legs.append(SparseRetriever(index.vector_store, r.sparse_top_k, boost_terms=opts.keywords, filters=filters,
-                                    exact_keywords=exact, timings=timings, light=light, query_text=bm25_text))
-        weights.append(r.sparse_weight)
-        named = named_files(index, reading, opts) if long and r.named_files_weight else []
-        if named:  # the files a traceback or the text names: searched on their own, so they are never out of reach
-            legs.append(SparseRetriever(index.vector_store, r.sparse_top_k, filters=_and(filters, named),
-                                        exact_keywords=exact, timings=timings, light=light, query_text=bm25_text))
-            weights.append(r.named_files_weight)
-    fusion = WeightedRRFFusionRetriever(
-        legs, retriever_weights=weights, llm=_no_llm(), mode="reciprocal_rerank", num_queries=1, use_async=False,
-        similarity_top_k=opts.top_k or r.fusion_top_k, keywords=opts.keywords, keyword_boost=r.keyword_boost,
-        tests_docs_weight=r.tests_docs_weight, timings=timings, while_embedding=while_embedding,
-        identifiers=reading.definitions if long else None,
-        noise_weight=r.report_noise_weight if long else 1.0,
-        non_code_weight=r.report_non_code_weight if long else 1.0,
-        file_evidence=r.report_file_evidence if long else 0.0)
-    if not opts.auto_merge:
-        return fusion
-    return BoundedAutoMergingRetriever(fusion, index.storage_context, simple_ratio_thresh=r.merge_ratio,
-                                       max_parent_lines=r.max_parent_lines,
-                                       min_score_ratio=r.merge_min_score_ratio, timings=timings)
-
-
-def named_files(index: "CodeIndex", reading, opts: SearchOptions) -> list[str]:
-    """Indexed files that a long query names (traceback frames first, then paths and dotted modules),
-    within the request's file_pattern; at most MAX_NAMED_FILES."""
-    from coderag.nodes.query_reader import as_paths, path_matches
-
-    names = list(dict.fromkeys([f.path for f in reversed(reading.frames)] + reading.paths))
-    if not names:
-        return []
-    by_name: dict[str, list[str]] = {}
-    for p in index.indexed_paths():
-        by_name.setdefault(p.rsplit("/", 1)[-1], []).append(p)
-    allowed = FilePattern(opts.file_pattern).matches if opts.file_pattern else (lambda p: True)
-    out: list[str] = []
-    for name in names:
-        found = [p for alt in as_paths(name) for p in by_name.get(alt.rsplit("/", 1)[-1], [])
-                 if allowed(p) and path_matches(p, name)]
-        if len(found) > MAX_FILES_PER_NAME:
-            continue  # `core.py` alone names no file of a repository that has twenty
-        out.extend(p for p in found if p not in out)
-        if len(out) >= MAX_NAMED_FILES:
-            break
-    return out[:MAX_NAMED_FILES]
-
-
-MAX_NAMED_FILES = 12
-MAX_FILES_PER_NAME = 2
-
-
-def _and(filters, paths: list[str]):
-    """`filters` narrowed to `paths`."""
-    from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
-
-    cond = MetadataFilter(key=FILE_PATH_KEY, operator=FilterOperator.IN, value=paths)
-    if filters is None:
-        return MetadataFilters(filters=[cond])
-    return MetadataFilters(filters=[*filters.filters, cond])
-
-
-def _filters(index: "CodeIndex", opts: SearchOptions):
-    from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
-
-    conds = []
-    if opts.file_pattern:
-        paths = FilePattern(opts.file_pattern).select(index.indexed_paths())
-        if not paths:
-            return None, False
-        conds.append(MetadataFilter(key=FILE_PATH_KEY, operator=FilterOperator.IN, value=paths))
-    if opts.requires_exact_match and opts.keywords and index.supports_text_filter:
-        for kw in opts.keywords:
-            conds.append(MetadataFilter(key="text", operator=FilterOperator.TEXT_MATCH, value=kw))
-    return (MetadataFilters(filters=conds) if conds else None), True
 
 
 # A block cut after others shows at least this many lines: one or two say no more than a candidate line does.
@@ -306,7 +101,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     meta = dict(query=opts.query, root=str(index.root), strategy=strategy_name(opts), max_tokens=opts.max_tokens)
-    filters, any_file = _filters(index, opts)
+    filters, any_file = request_filters(index, opts)
     nodes = []
     freshness = freshness or "fresh"
     stale: set[str] = set()
@@ -332,7 +127,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
                 index.refresh(paths=sorted(changed))
                 timings["refresh_ms"] = (time.perf_counter() - t1) * 1000
                 freshness = f"refreshed {len(changed)} changed file(s) before answering"
-                filters, any_file = _filters(index, opts)
+                filters, any_file = request_filters(index, opts)
                 nodes = (retrieve_nodes(build_retriever(index, opts, timings, filters, light=True),
                                         QueryBundle(opts.query)) if any_file else [])
                 checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}

@@ -124,9 +124,9 @@ def test_cli_search_while_the_index_is_held(repo: Path) -> None:
     from coderag import CodeIndex
 
     with CodeIndex.open(repo, create=False):
-        res = search(repo, "tax")
+        res = search(repo, "tax", "--wait", "0.5")
     assert res.exit_code == 1
-    assert "Another coderag process" in res.output and "Traceback" not in res.output
+    assert "waiting for pid" in res.output and "--wait SECONDS" in res.output and "Traceback" not in res.output
 
 
 # -- the real console script ---------------------------------------------------------------------------

@@ -200,7 +200,8 @@ def test_code_index_deleted_file_never_appears(index, repo: Path) -> None:
 def test_code_index_change_beyond_the_refresh_limit_is_flagged_stale(repo: Path, index, merge_adjacent) -> None:
     """Too many changed files to re-index during a query: results are flagged stale, and their text is still
     the file's lines as they are now."""
-    from coderag.pipelines.query import SearchOptions, run_search
+    from coderag.pipelines.query import run_search
+    from coderag.pipelines.search_options import SearchOptions
 
     rel = "src/mutable/moving.py"
     _rewrite(repo, rel, f'''\

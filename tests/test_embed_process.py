@@ -169,7 +169,8 @@ def test_bm25_results_are_handed_over_while_the_helper_embeds(tmp_path) -> None:
     `while_embedding` before it waits (run_search checks their files then); without one it does not wait,
     and does not call it."""
     from coderag.pipelines.code_index import CodeIndex
-    from coderag.pipelines.query import SearchOptions, build_retriever
+    from coderag.pipelines.retriever_graph import build_retriever
+    from coderag.pipelines.search_options import SearchOptions
 
     root = _indexed(tmp_path)
     with CodeIndex.open(root) as index:

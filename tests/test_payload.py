@@ -269,7 +269,7 @@ def test_payload_a_huge_query_is_echoed_cut_and_still_gets_results(index, fmt: s
     (and reading and searching all of it took 2 s)."""
     import time
 
-    from coderag.pipelines.query import QUERY_SEARCH_CHARS
+    from coderag.pipelines.search_options import QUERY_SEARCH_CHARS
     from coderag.postprocessors.payload import QUERY_ECHO_CHARS
 
     query = "round the sales tax to whole cents " * 30_000  # 1,050,000 characters

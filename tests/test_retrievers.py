@@ -12,7 +12,8 @@ from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter,
 
 from conftest import write_files
 from coderag.config import Settings
-from coderag.pipelines.query import SearchOptions, build_retriever
+from coderag.pipelines.retriever_graph import build_retriever
+from coderag.pipelines.search_options import SearchOptions
 from coderag.pipelines.fusion import DEFAULT_RRF_K, WeightedRRFFusionRetriever, defines, query_identifiers
 from coderag.pipelines.retrievers import BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever, contains_all
 from test_query import RETRIEVAL_FILES

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from coderag.agent_text import find_surrogate, surrogate_problem
-from coderag.pipelines.query import QUERY_SEARCH_CHARS, SearchOptions
+from coderag.pipelines.search_options import QUERY_SEARCH_CHARS, SearchOptions
 
 
 @pytest.mark.parametrize("kwargs, fragments", [
