@@ -16,6 +16,7 @@ Usage::
 
     python eval/chunk_report.py PATH                     # min_tokens 0 and the configured value
     python eval/chunk_report.py PATH --min-tokens 0 32 64
+    python eval/chunk_report.py PATH --min-tokens 0 --without-file-classes   # as before issue 16
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def read_documents(root: Path, settings) -> tuple[list, Counter]:
 
     skips = SkipLog()
     docs = []
-    for entry in walk(root, IgnoreMatcher(root), skips):
+    for entry in walk(root, IgnoreMatcher(root, skips=skips), skips):  # the matcher notes secrets and data
         ft = read_text_file(entry, skips, settings.chunking.max_file_bytes)
         if ft is None:
             continue
@@ -48,6 +49,14 @@ def read_documents(root: Path, settings) -> tuple[list, Counter]:
             continue
         docs.append(make_document(ft))
     return docs, skips.counts
+
+
+def _without_file_classes() -> None:
+    """The reader of before issue 16: no secret or data file left out, by name or by content."""
+    from coderag.nodes import ignore, scan
+
+    scan.content_class = lambda rel_path, data: None
+    ignore.secret_name = ignore.data_name = lambda rel_path: None
 
 
 def _quantiles(values: list[int], qs=(0.1, 0.25, 0.5, 0.75, 0.9)) -> list[int]:
@@ -149,8 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-tokens", type=int, nargs="+", default=None,
                     help="chunking.min_tokens values to compare (default: 0 and the configured value)")
     ap.add_argument("--config", default=None, help="a qdrant.yaml (default: the tree's own, else the defaults)")
+    ap.add_argument("--without-file-classes", action="store_true",
+                    help="read the tree as coderag did before secrets and data files were left out (issue 16)")
     args = ap.parse_args(argv)
     from coderag.config import load_settings
+
+    if args.without_file_classes:
+        _without_file_classes()
 
     root = Path(args.path).resolve()
     settings = load_settings(root, args.config)
