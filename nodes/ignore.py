@@ -17,7 +17,8 @@ if TYPE_CHECKING:  # scan.py imports this module
 log = logging.getLogger(__name__)
 
 INDEX_DIR_NAME = ".coderag"
-IGNORE_FILE_NAMES = (".gitignore", ".coderagignore")
+CODERAG_IGNORE_NAME = ".coderagignore"
+IGNORE_FILE_NAMES = (".gitignore", CODERAG_IGNORE_NAME)
 
 # Lowest precedence: a user's .gitignore or .coderagignore can re-include any of these with "!pattern".
 # Lock files, CSVs, SVGs, snapshots ... are file_classes.data_name, below these, and counted as "data".
@@ -162,8 +163,9 @@ class IgnoreMatcher:
     re-includes, as in git. At each level `.gitignore` comes before `.coderagignore`, so the
     latter can override the former. The index folder is always ignored, and so is every file whose
     name says it is a secret (file_classes.secret_name): a hard rule no `!pattern` overrides. Files
-    whose name says they are data (file_classes.data_name) are ignored below every ignore file's
-    patterns, so a `!pattern` re-includes them.
+    whose name says they are data (file_classes.data_name) are ignored unless a `.coderagignore`
+    re-includes them with `!pattern`: a `.gitignore` negation only says the data belongs in git
+    (pvlib's `!pvlib/data/*.csv` made 38,000 chunks of CSV rows out of 39,000).
 
     The walk never opens an ignored file, so the matcher is where secrets and data files are seen:
     with `skips`, each file ignored for one of those two reasons is noted there ("secret", "data").
@@ -182,6 +184,7 @@ class IgnoreMatcher:
         root_lines += _read_lines(self.root / ".git" / "info" / "exclude")
         self._root_extra = root_lines
         self._specs: dict[str, pathspec.GitIgnoreSpec | None] = {}
+        self._coderag_specs: dict[str, pathspec.GitIgnoreSpec | None] = {}
 
     def _spec_for(self, dir_rel: str) -> pathspec.GitIgnoreSpec | None:
         if dir_rel not in self._specs:
@@ -191,6 +194,23 @@ class IgnoreMatcher:
                 lines += _read_lines(d / name)
             self._specs[dir_rel] = _compile(lines, str(d))
         return self._specs[dir_rel]
+
+    def _coderag_spec_for(self, dir_rel: str) -> pathspec.GitIgnoreSpec | None:
+        if dir_rel not in self._coderag_specs:
+            d = self.root / dir_rel if dir_rel else self.root
+            self._coderag_specs[dir_rel] = _compile(_read_lines(d / CODERAG_IGNORE_NAME), str(d))
+        return self._coderag_specs[dir_rel]
+
+    def _coderagignore_includes(self, parts: tuple[str, ...]) -> bool:
+        """True if the deepest `.coderagignore` rule matching the file is a negation (`!pattern`)."""
+        included = False
+        for depth in range(len(parts)):
+            spec = self._coderag_spec_for("/".join(parts[:depth]))
+            if spec is not None:
+                result = spec.check_file("/".join(parts[depth:]))
+                if result.include is not None:
+                    included = not result.include
+        return included
 
     def is_ignored(self, rel_path: str, is_dir: bool = False) -> bool:
         """True if `rel_path` (POSIX, relative to the root) is ignored. Parents are not checked:
@@ -207,7 +227,7 @@ class IgnoreMatcher:
                 self._note(rel_path, SECRET, why)
                 return True
             data_hit = data_name(rel_path)  # the lowest level of all: any ignore file overrides it
-        ignored = data_hit is not None
+        ignored, matched = data_hit is not None, False
         for depth in range(len(parts)):
             dir_rel = "/".join(parts[:depth])
             spec = self._spec_for(dir_rel)
@@ -216,8 +236,13 @@ class IgnoreMatcher:
             sub = "/".join(parts[depth:]) + ("/" if is_dir else "")
             result = spec.check_file(sub)
             if result.include is not None:
-                ignored, data_hit = result.include, None
-        if data_hit is not None:  # ignored by a data pattern alone (a user's own rule is not a skip)
+                ignored, matched = result.include, True
+        if data_hit is not None and matched:
+            if not ignored and not self._coderagignore_includes(parts):
+                ignored = True  # re-included by a .gitignore `!pattern` only: still data to us
+            else:
+                data_hit = None  # the user's rule decided: ignored by it, or re-included by a .coderagignore
+        if data_hit is not None:  # ignored as data
             self._note(rel_path, DATA, f"matches {data_hit}")
         return ignored
 

@@ -168,6 +168,19 @@ def test_ignore_data_files_are_skipped_and_a_negation_brings_them_back(tmp_path:
     assert ("tests/__snapshots__/view.txt", "data", "matches __snapshots__/") in skips.items
 
 
+def test_ignore_a_gitignore_negation_keeps_data_in_git_not_in_the_index(tmp_path: Path) -> None:
+    """pvlib's .gitignore has `!pvlib/data/*.csv` (the data belongs in git): that must not make 38,000
+    chunks of CSV rows; only a .coderagignore negation says the user wants them indexed."""
+    root = write_files(tmp_path, {
+        ".gitignore": "*.csv\n!pkg/data/*.csv\n", ".coderagignore": "!pkg/wanted/*.csv\n",
+        "pkg/data/table.csv": "a,b\n", "pkg/wanted/small.csv": "a,b\n", "pkg/mod.py": "A = 1\n",
+    })
+    skips = SkipLog()
+    walked = {e.rel_path for e in walk(root, IgnoreMatcher(root, skips=skips), skips)}
+    assert walked == {".gitignore", ".coderagignore", "pkg/mod.py", "pkg/wanted/small.csv"}
+    assert ("pkg/data/table.csv", "data", "matches *.csv") in skips.items
+
+
 def test_ignore_matcher_notes_secrets_and_data_but_not_the_users_own_rules(tmp_path: Path) -> None:
     """A file the user ignores is no skip of ours; a secret is one even when the user ignores it too."""
     root = write_files(tmp_path, {
