@@ -307,7 +307,7 @@ class IndexService:
         else:
             res = idx.search(**params, refresh=False)
             stale = {r.file_path for r in res if r.stale}
-            if stale and self._ingest.acquire(blocking=False):
+            if stale and idx.settings_match() and self._ingest.acquire(blocking=False):
                 try:  # re-index the changed files before answering, when no other ingestion runs
                     with private_umask():
                         idx.refresh(paths=sorted(stale))

@@ -255,6 +255,14 @@ class CodeIndex:
             raise IndexMissingError(f'Index at {index_dir(self.root)} is empty. Run "coderag index {self.root}" first.')
         return run_search(self, opts, refresh=refresh, freshness=freshness)
 
+    def settings_match(self) -> bool:
+        """Whether this index was built with the current model and chunking settings, so that `refresh`
+        may write to it (it refuses otherwise: searches then mark changed files stale)."""
+        from coderag.pipelines.ingestion import fingerprint
+
+        stored = self.state.get_meta("fingerprint")
+        return stored is None or stored == fingerprint(self.settings)
+
     # -- helpers used by the query pipeline -------------------------------------------------------
     can_refresh = True
 

@@ -21,7 +21,7 @@ from coderag.nodes.file_classes import DATA, SECRET
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file, walk
-from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
+from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir, index_dir
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_DIRTY, STATUS_INDEXED, STATUS_SPARSE,
                                  STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
 
@@ -342,11 +342,23 @@ def _batches(entries: list[FileEntry]):
         yield batch
 
 
+def check_fingerprint(state: IndexState, fp: str, root: Path) -> None:
+    """Refuse to write chunks of one configuration into an index built with another: the index would hold
+    two chunkings (or two models' vectors) side by side and say nothing. Every update path checks it."""
+    old = state.get_meta("fingerprint")
+    if old is not None and old != fp:
+        raise ConfigError(
+            f"The index in {index_dir(root)} was built with other model or chunking settings. "
+            f'Run "coderag index --rebuild {root}" to rebuild it with the current ones '
+            "(stop a running `coderag serve` or `coderag mcp` first).")
+
+
 def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progress] = None,
          force: bool = False) -> None:
     """Apply a ChangeSet: forget removed files, index new and modified ones batch by batch.
 
     With `force`, candidates are re-indexed even when their content hash is unchanged."""
+    check_fingerprint(run.state, fp, run.root)
     if not (changes.candidates or changes.removed):
         return
     state = run.state
@@ -545,11 +557,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         state = IndexState(idx / DB_NAME)
         try:
             fp = fingerprint(settings)
-            old_fp = state.get_meta("fingerprint")
-            if old_fp is not None and old_fp != fp:
-                raise ConfigError(
-                    f"The index in {idx} was built with other model or chunking settings. "
-                    f'Run "coderag index --rebuild {root}" to rebuild it with the current ones.')
+            check_fingerprint(state, fp, root)
             changes = detect_changes(root, state, settings)
             run = Ingestion(root, settings, state, progress)
             s = run.summary

@@ -122,7 +122,7 @@ def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
             changed -= set(index.state.inflight())
         if changed:
             limit = index.settings.retrieval.freshness_max_files
-            if refresh and index.can_refresh and len(changed) <= limit:
+            if refresh and index.can_refresh and len(changed) <= limit and index.settings_match():
                 t1 = time.perf_counter()
                 index.refresh(paths=sorted(changed))
                 timings["refresh_ms"] = (time.perf_counter() - t1) * 1000
