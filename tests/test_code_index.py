@@ -175,7 +175,8 @@ def test_code_index_changed_file_is_reindexed_before_answering(index, repo: Path
         ''')
     res = index.search("say hello to a visitor in their language", auto_merge=False, merge_adjacent=False)
     top = res[0]
-    assert (top.file_path, top.symbol, top.start_line, top.end_line) == (rel, "greet_visitor", 6, 8)
+    # The new function is small: it shares its leaf with the module's first lines (chunking.min_tokens).
+    assert (top.file_path, top.end_line) == (rel, 8) and top.start_line <= 6 and "greet_visitor" in top.symbol
     assert "GREETINGS[lang]" in top.text and not top.stale
     assert res.freshness == "refreshed 1 changed file(s) before answering"
     assert_exact(repo, res)
