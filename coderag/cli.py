@@ -201,10 +201,10 @@ def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str
     target = _run(owner_or_open, found, open_here, wait, _say, what="search")
     if isinstance(target, IndexClient):  # the warm owner answers: no model load in this process
         from coderag.client import RemoteError
-        from coderag.service import results_from_dict
+        from coderag.postprocessors.payload import SearchResults
 
         try:
-            res = results_from_dict(target.call("search", query=query, **params))
+            res = SearchResults.from_dict(target.call("search", query=query, **params))
         except RemoteError as exc:
             raise (click.UsageError if exc.type == "ValidationError" else click.ClickException)(str(exc)) from exc
         finally:

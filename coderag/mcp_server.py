@@ -78,7 +78,7 @@ def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
         >>> server = build_server("path/to/repo")      # doctest: +SKIP
         >>> server.run()                                # stdio                        # doctest: +SKIP
     """
-    from coderag.service import results_from_dict
+    from coderag.postprocessors.payload import SearchResults
 
     root = Path(root).resolve()
 
@@ -116,7 +116,7 @@ def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
     ) -> str:
         res = call(ctx, "search", query=query, keywords=list(keywords), file_pattern=file_pattern,
                                requires_exact_match=requires_exact_match, max_tokens=max_tokens, format="xml")
-        return results_from_dict(res).to_xml()
+        return SearchResults.from_dict(res).to_xml()
 
     @mcp.tool(description="State of the code index: root, file and chunk counts, model, last update, "
                           "changed files not yet indexed, and background indexing progress.",
@@ -137,7 +137,7 @@ def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
         max_tokens: Annotated[int, Field(ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT)] = 4000,
     ) -> str:
         res = call(ctx, "expand", id=id, context_lines=context_lines, max_tokens=max_tokens)
-        return results_from_dict(res).to_xml()
+        return SearchResults.from_dict(res).to_xml()
 
     return mcp
 

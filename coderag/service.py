@@ -164,6 +164,7 @@ class IndexService:
 
     def _initial_index(self) -> None:
         """Bring the index up to date; on a first build, BM25 first so search works within seconds."""
+        from coderag.nodes.file_roles import ROLES, file_role, source_first
         from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, sync
         from coderag.store.state import STATUS_SPARSE
 
@@ -185,10 +186,22 @@ class IndexService:
                     self.progress.update(phase="indexing", done=0, total=len(changes.candidates))
                     idx.refresh(progress=self._progress)
             # Dense pass over whatever is still BM25-only, in small steps so searches interleave.
-            pending = [p for p, r in idx.state.files().items() if r.status == STATUS_SPARSE]
+            # Source files first, then tests, docs and examples: the dense leg helps the questions that
+            # matter soonest while the rest is still answered by BM25.
+            records = idx.state.files()
+
+            def language_of(path: str) -> str:
+                return records[path].language or ""
+
+            def role_of(path: str) -> str:
+                return file_role(path, language_of(path))
+
+            pending = source_first((p for p, r in records.items() if r.status == STATUS_SPARSE), language_of)
             if pending:
-                self.progress.update(phase="dense", done=0, total=len(pending))
-                self._densify(pending)  # small batches, so searches interleave
+                roles = [role_of(p) for p in pending]
+                self.progress.update(phase="dense", done=0, total=len(pending), dense_by_role={
+                    role: {"done": 0, "total": roles.count(role)} for role in ROLES})
+                self._densify(pending, role_of)
             self.dense_ready = True
             self._upgrade()
             self.progress.update(phase="warming")  # model, page cache, one search: then "idle"
@@ -224,7 +237,7 @@ class IndexService:
         except Exception:
             log.exception("warm-up failed")
 
-    def _densify(self, paths: list[str]) -> None:
+    def _densify(self, paths: list[str], role_of) -> None:
         from coderag.pipelines.ingestion import Ingestion, changes_for_paths, fingerprint, sync
 
         idx = self.index
@@ -241,6 +254,8 @@ class IndexService:
                 sync(run, changes, fingerprint(self.settings), None, force=True)
             done += len(part)
             self.progress.update(done=done)
+            for p in part:
+                self.progress["dense_by_role"][role_of(p)]["done"] += 1
 
     def _apply_changes(self, rels: list[str], rescan: bool = False) -> None:
         """The watcher's batch: re-index those paths, or the whole tree (a folder or an ignore rule changed)."""
@@ -319,7 +334,7 @@ class IndexService:
             self._remember(r)
         for c in res.candidates:  # a candidate line's first expand_result shows its own lines
             self._remember(c, lines_only=True)
-        return _results_to_dict(res)
+        return res.to_dict()
 
     def _building(self, params: dict, note: str) -> dict:
         """No chunk is written yet on a first build: an empty answer that says so (not "run coderag index")."""
@@ -335,7 +350,7 @@ class IndexService:
         res = SearchResults([], query=opts.query, root=str(self.root), strategy=strategy_name(opts), freshness=note,
                             max_tokens=opts.max_tokens, message=message)
         res.tokens = self.index.count_tokens(res.to_xml())
-        return _results_to_dict(res)
+        return res.to_dict()
 
     def _remember(self, r, lines_only: bool = False) -> None:
         self._results[r.id] = {"file_path": r.file_path, "start_line": r.start_line,
@@ -369,23 +384,3 @@ class IndexService:
         with self._ingest, private_umask():
             s = self.index.refresh(paths=paths)
         return {k: v for k, v in s.__dict__.items() if k != "skip_items"} | {"skip_items": s.skip_items[:200]}
-
-
-def _results_to_dict(res) -> dict:
-    from dataclasses import asdict
-
-    return {"results": [asdict(r) for r in res], "query": res.query, "root": res.root, "strategy": res.strategy,
-            "total_hits": res.total_hits, "tokens": res.tokens, "latency_ms": res.latency_ms,
-            "freshness": res.freshness, "timings": res.timings, "message": res.message, "max_tokens": res.max_tokens,
-            "compact": res.compact, "candidates": [asdict(c) for c in res.candidates]}
-
-
-def results_from_dict(d: dict):
-    from coderag.postprocessors.payload import Candidate, SearchResult, SearchResults
-
-    return SearchResults([SearchResult(**r) for r in d["results"]], query=d["query"], root=d["root"],
-                         strategy=d["strategy"], total_hits=d["total_hits"], tokens=d["tokens"],
-                         latency_ms=d["latency_ms"], freshness=d["freshness"], timings=d.get("timings"),
-                         message=d.get("message", ""), max_tokens=d.get("max_tokens", 0),
-                         compact=d.get("compact", False),
-                         candidates=[Candidate(**c) for c in d.get("candidates", [])])

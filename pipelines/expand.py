@@ -75,7 +75,6 @@ def _enclosing(index, path: str, start: int, end: int):
 def expand_result(index, result_id: str, ref: Optional[dict], context_lines: int = 20,
                   max_tokens: int = 4000) -> dict:
     """A SearchResults dict with one block: the parent of the result, else +-context_lines around it."""
-    from coderag.service import _results_to_dict
 
     if not 0 <= context_lines <= 500:
         raise ValueError(f"context_lines must be between 0 and 500 (got {context_lines})")
@@ -119,4 +118,4 @@ def expand_result(index, result_id: str, ref: Optional[dict], context_lines: int
     if res.tokens > max_tokens:  # not even one line fits: an error the caller can fix, never an oversized answer
         raise ValueError(f"max_tokens={max_tokens} is too small to show any line of {path}:{s}-{e} "
                          f"(one line takes {res.tokens} tokens with its frame): raise max_tokens to {res.tokens} or more.")
-    return _results_to_dict(res)
+    return res.to_dict()

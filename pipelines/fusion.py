@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, TESTS, file_role
 from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY
 from coderag.nodes.symbols import chunk_defines, defines_symbol
 from coderag.pipelines.retrievers import DenseRetriever, retrieve_nodes
@@ -38,17 +39,12 @@ def defines(symbol: str, identifier: str) -> bool:
     return defines_symbol(symbol, identifier)
 
 
-_DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})
-NON_CODE_LANGUAGES = _DOC_LANGUAGES | {"json", "yaml", "toml", "ini", "xml", "html", "css", "scss"}
-_TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing"})
-_TEST_FILE = re.compile(r"(^test_.*|.*_test\.\w+|.*\.(test|spec)\.\w+|conftest\.py)$")
+NON_CODE_LANGUAGES = DOC_LANGUAGES | {"json", "yaml", "toml", "ini", "xml", "html", "css", "scss"}
 
 
 def is_tests_or_docs(path: str, language: str) -> bool:
     """Tests, docs and plain text: usually not where a behaviour is implemented."""
-    parts = path.split("/")
-    return (language in _DOC_LANGUAGES or any(p in _TEST_DIRS for p in parts[:-1])
-            or _TEST_FILE.match(parts[-1]) is not None or parts[0] in ("doc", "docs"))
+    return file_role(path, language) in (TESTS, DOCS)
 
 
 _NOISE_NAMES = re.compile(r"^(changelog|changes|history|news|release[-_ ]?notes|whatsnew|authors|contributors"

@@ -92,6 +92,22 @@ class SearchResults(list):
         # Places after the blocks, one line each, within the same budget; not counted in returned_hits.
         self.candidates: list[Candidate] = list(candidates or [])
 
+    def to_dict(self) -> dict[str, Any]:
+        """The wire format: what the owner's socket carries, plain JSON types (see `from_dict`)."""
+        return {"results": [asdict(r) for r in self], "query": self.query, "root": self.root,
+                "strategy": self.strategy, "total_hits": self.total_hits, "tokens": self.tokens,
+                "latency_ms": self.latency_ms, "freshness": self.freshness, "timings": self.timings,
+                "message": self.message, "max_tokens": self.max_tokens, "compact": self.compact,
+                "candidates": [asdict(c) for c in self.candidates]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SearchResults":
+        return cls([SearchResult(**r) for r in d["results"]], query=d["query"], root=d["root"],
+                   strategy=d["strategy"], total_hits=d["total_hits"], tokens=d["tokens"],
+                   latency_ms=d["latency_ms"], freshness=d["freshness"], timings=d.get("timings"),
+                   message=d.get("message", ""), max_tokens=d.get("max_tokens", 0),
+                   compact=d.get("compact", False), candidates=[Candidate(**c) for c in d.get("candidates", [])])
+
     def to_json(self, indent: Optional[int] = None) -> str:
         return render_json(self, indent)
 

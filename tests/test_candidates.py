@@ -176,13 +176,13 @@ def test_candidates_markup_cannot_close_the_xml(index, repo) -> None:
 
 
 def test_candidates_cross_the_owners_wire_format(index) -> None:
-    from coderag.service import _results_to_dict, results_from_dict
+    from coderag.postprocessors.payload import SearchResults
 
     for fmt in ("xml", "json"):
         res = index.search(FLAT, max_tokens=800, format=fmt)
         assert res.candidates
-        wire = json.loads(json.dumps(_results_to_dict(res)))  # what the socket carries
-        back = results_from_dict(wire)
+        wire = json.loads(json.dumps(res.to_dict()))  # what the socket carries
+        back = SearchResults.from_dict(wire)
         assert back.candidates == res.candidates and list(back) == list(res)
         assert back.to_xml() == res.to_xml() and back.to_json() == res.to_json()
 
@@ -192,23 +192,24 @@ def test_candidates_expand_through_the_owner(tiny_repo: Path) -> None:
     result's id shows (its enclosing definition or the lines around it); a candidate of a file changed
     since indexing is not listed."""
     from coderag.pipelines.expand import expand_result
-    from coderag.service import IndexService, results_from_dict
+    from coderag.postprocessors.payload import SearchResults
+    from coderag.service import IndexService
 
     svc = IndexService(tiny_repo, watch=False, background=False, serve=False).start()
     try:
         svc._initial_index()
-        res = results_from_dict(svc.search(query="user session login service", max_tokens=300))
+        res = SearchResults.from_dict(svc.search(query="user session login service", max_tokens=300))
         assert res.candidates, (list(res), res.to_xml())
         for c in res.candidates:
-            first = results_from_dict(svc.expand(id=c.id))[0]
+            first = SearchResults.from_dict(svc.expand(id=c.id))[0]
             assert (first.file_path, first.start_line, first.end_line, first.kind) == \
                    (c.file_path, c.start_line, c.end_line, "candidate")
             assert first.text == "\n".join(file_lines(tiny_repo, c.file_path)[c.start_line - 1:c.end_line])
-            again = results_from_dict(svc.expand(id=c.id))[0]
+            again = SearchResults.from_dict(svc.expand(id=c.id))[0]
             assert again.kind in ("enclosing definition", "context lines")
             assert again.start_line <= c.start_line and again.end_line >= c.end_line
             # ...and the id parses on its own, as after an owner restart.
-            fresh = results_from_dict(expand_result(svc.index, c.id, None))[0]
+            fresh = SearchResults.from_dict(expand_result(svc.index, c.id, None))[0]
             assert (fresh.start_line, fresh.end_line) == (again.start_line, again.end_line)
 
         changed = res.candidates[0].file_path

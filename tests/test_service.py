@@ -410,12 +410,12 @@ def test_service_files_stay_searchable_while_their_vectors_are_computed(tiny_rep
 
 def test_service_tiny_budget_through_the_owner_renders_as_in_process(owner, tiny_repo: Path) -> None:
     """A budget too small for the frame comes back compact through the socket, as CodeIndex.search renders it."""
-    from coderag.service import results_from_dict
+    from coderag.postprocessors.payload import SearchResults
 
     svc, client = owner
     for q in ("sum the line items and add sales tax", "zzzz no such thing qqqq"):
         local = svc.index.search(q, max_tokens=50)
-        remote = results_from_dict(client.call("search", query=q, max_tokens=50, format="xml"))
+        remote = SearchResults.from_dict(client.call("search", query=q, max_tokens=50, format="xml"))
         assert remote.compact == local.compact
         assert remote.to_xml() == local.to_xml().replace(f"<latency_ms>{local.latency_ms:.0f}",
                                                          f"<latency_ms>{remote.latency_ms:.0f}")

@@ -1,0 +1,41 @@
+"""What a file is for in its repository: source, tests, docs or examples (a path and a language say it)."""
+
+from __future__ import annotations
+
+import re
+
+SOURCE, TESTS, DOCS, EXAMPLES = "source", "tests", "docs", "examples"
+ROLES = (SOURCE, TESTS, DOCS, EXAMPLES)  # also the order in which a first build embeds them
+DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})
+_TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing"})
+_TEST_FILE = re.compile(r"(^test_.*|.*_test\.\w+|.*\.(test|spec)\.\w+|conftest\.py)$")
+_DOC_DIRS = frozenset({"doc", "docs", "documentation"})
+_EXAMPLE_DIRS = frozenset({"example", "examples", "samples", "demo", "demos", "benchmarks", "bench"})
+
+
+def file_role(path: str, language: str = "") -> str:
+    """The role of the file at repository path `path` (POSIX).
+
+    >>> file_role("src/app/auth.py"), file_role("tests/test_auth.py"), file_role("docs/index.md", "markdown")
+    ('source', 'tests', 'docs')
+    >>> file_role("examples/basic.py"), file_role("README.md", "markdown")
+    ('examples', 'docs')
+    """
+    parts = path.split("/")
+    folders = parts[:-1]
+    if any(p in _TEST_DIRS for p in folders) or _TEST_FILE.match(parts[-1]):
+        return TESTS
+    if language in DOC_LANGUAGES or (folders and folders[0] in _DOC_DIRS):
+        return DOCS
+    if any(p in _EXAMPLE_DIRS for p in folders):
+        return EXAMPLES
+    return SOURCE
+
+
+def source_first(paths, language_of=lambda path: "") -> list[str]:
+    """`paths` in the order a first build embeds them: source, then tests, docs and examples, each by path.
+
+    >>> source_first(["docs/a.md", "tests/test_a.py", "src/a.py", "examples/a.py"])
+    ['src/a.py', 'tests/test_a.py', 'docs/a.md', 'examples/a.py']
+    """
+    return sorted(paths, key=lambda p: (ROLES.index(file_role(p, language_of(p))), p))
