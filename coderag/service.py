@@ -221,7 +221,7 @@ class IndexService:
         someone ran `coderag index`. On a current index: two quick reads of the index's state. Searches
         go on meanwhile, except while a rewrite of 5,000 points or more ends with the HNSW rebuild, which
         holds the GIL (once per index)."""
-        from coderag.pipelines.ingestion import upgrade_index
+        from coderag.pipelines.migrations import upgrade_index
 
         idx = self.index
         with self._ingest, private_umask():

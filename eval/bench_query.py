@@ -301,7 +301,8 @@ def build(root: Path, fake_dense: bool, head_dense: int = 0) -> None:
     from coderag.config import Settings
     from coderag.lock import WriterLock
     from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
-    from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, sync, upgrade_index
+    from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, sync
+    from coderag.pipelines.migrations import upgrade_index
     from coderag.store.state import IndexState
 
     t0 = time.perf_counter()

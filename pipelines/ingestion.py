@@ -12,12 +12,11 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
-from coderag.config import Settings, StoreMode, load_settings
+from coderag.config import Settings, load_settings
 from coderag.errors import ConfigError
 from coderag.lock import WriterLock
-from coderag.nodes.file_classes import DATA, SECRET
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file, walk
@@ -30,8 +29,6 @@ BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024
 OPTIMIZE_MIN_NEW_POINTS = 5_000
 FILE_CLASSES_KEY = "file_classes"  # meta: the file-class rules the indexed files were last checked under
-# Deleted points keep their bytes in the shard's payload pages and WAL until the shard is rebuilt.
-PURGED_NOTE = 'indexed files dropped as secrets or data ("coderag index --rebuild" also scrubs the shard\'s files)'
 # Skips that say nothing about the content: a chmod (which leaves size and mtime alone) or a file
 # that reappears can make them readable, so they are tried again on every run.
 RETRY_STATUSES = frozenset({"unreadable", "vanished", STATUS_DIRTY})
@@ -390,121 +387,6 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
     state.commit()
 
 
-def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress] = None) -> int:
-    """Count the lines of indexed files that have no counts yet (an index built before coderag stored them):
-    a tokenizer pass over each file, no re-embedding. Returns the files counted."""
-    todo = state.without_line_tokens(LINE_TOKENS_ENCODING)
-    if not todo:
-        return 0
-    from coderag.postprocessors.line_tokens import cl100k, file_line_tokens
-
-    enc, done = cl100k(), 0
-    for i, (path, sha) in enumerate(todo, 1):
-        p = root / path
-        try:
-            st = p.stat()
-        except OSError:
-            continue
-        ft = read_text_file(FileEntry(path, str(p), st.st_size, st.st_mtime_ns), SkipLog())
-        if ft is None or ft.sha256 != sha:
-            continue  # gone or changed since it was indexed: the next run re-indexes it
-        counts = file_line_tokens(ft.text, enc)
-        if counts is not None:
-            state.put_line_tokens(path, sha, LINE_TOKENS_ENCODING, counts)
-            done += 1
-        if i % 500 == 0 or i == len(todo):
-            state.commit()
-            if progress:
-                progress("line tokens", i, len(todo))
-    state.commit()
-    return done
-
-
-def upgrade_store(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
-                  store: Any = None) -> int:
-    """Bring an embedded store written before STORE_FORMAT to it (payloads only; see
-    EdgeVectorStore.upgrade_payloads). Once per index: later runs read the meta key and return. `store`:
-    the process's open store (an owner holds the shard), else the shard is opened here."""
-    if state.get_meta(STORE_FORMAT_KEY) == STORE_FORMAT:
-        return 0
-    done = 0
-    if state.get_meta("fingerprint") is not None and settings.store.mode == StoreMode.Embedded:
-        from coderag.pipelines.stores import open_vector_store
-
-        own = store is None
-        if own:
-            store = open_vector_store(settings, root)
-        try:
-            done = store.upgrade_payloads(lambda n: progress and progress("upgrade", n, 0))
-            if done >= OPTIMIZE_MIN_NEW_POINTS:
-                # Qdrant copies a point whose payload changes out of its indexed segment: rebuild the HNSW
-                # index, as after a bulk load (dense queries on the Django bench: 2.8 -> 7.8 ms without).
-                if progress:
-                    progress("optimize", 0, 0)
-                store.optimize()
-        finally:
-            if own:
-                store.close()
-    state.set_meta(STORE_FORMAT_KEY, STORE_FORMAT)
-    state.commit()
-    return done
-
-
-def purge_reclassified(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
-                       store: Any = None) -> int:
-    """Forget the indexed files that the current file-class rules call secrets or data (an index built
-    before a rule existed may hold a key or a token), as a run forgets a file that became a skip: points,
-    docstore nodes and dedup rows go, files holding copies of their chunks are marked for re-indexing, and
-    the manifest keeps the file with its reason (so it is counted and not read again). Once per rules
-    version (file_classes.RULES_VERSION, in the meta table): each indexed file is read once. Returns how
-    many were forgotten."""
-    if state.get_meta(FILE_CLASSES_KEY) == FILE_CLASSES_VERSION:
-        return 0
-    indexed = sorted((p, r) for p, r in state.files().items() if r.status in SEARCHABLE)
-    found: dict[str, FileRecord] = {}
-    matcher = IgnoreMatcher(root)
-    for i, (path, rec) in enumerate(indexed, 1):
-        skips = matcher.skips = SkipLog()  # the names first: a secret by name is never opened
-        size, mtime_ns = rec.size, rec.mtime_ns
-        if not matcher.is_ignored(path):
-            p = root / path
-            try:
-                st = p.stat()
-            except OSError:
-                st = None  # gone: the next run's walk removes it
-            if st is not None:
-                size, mtime_ns = st.st_size, st.st_mtime_ns  # the content that was read and classed
-                read_text_file(FileEntry(path, str(p), size, mtime_ns), skips, settings.chunking.max_file_bytes)
-        reason = next((r for _, r, _ in skips.items if r in (SECRET, DATA)), None)
-        if reason is not None:
-            found[path] = FileRecord(path, size, mtime_ns, None, None, reason, 0, 0)
-        if progress and (i % 500 == 0 or i == len(indexed)):
-            progress("recheck", i, len(indexed))
-    if found:
-        run = Ingestion(root, settings, state, progress, store=store)
-        run.remove(sorted(found))
-        for rec in found.values():
-            state.put_file(rec)
-        run.finish()
-    state.set_meta(FILE_CLASSES_KEY, FILE_CLASSES_VERSION)
-    state.commit()
-    return len(found)
-
-
-def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
-                  store: Any = None) -> dict[str, int]:
-    """Everything an index written by an older coderag lacks, added once and without re-embedding: the
-    token counts of its files' lines, then the current payload format, then the removal of files that are
-    secrets or data by the current rules. `store`: the process's open store (see upgrade_store). Returns
-    what was done, by description, leaving out what was not needed."""
-    counted = fill_line_tokens(root, state, progress)
-    rewritten = upgrade_store(root, settings, state, progress, store=store)
-    purged = purge_reclassified(root, settings, state, progress, store=store)
-    return {k: v for k, v in (("files' line token counts stored", counted),
-                              ("stored chunks rewritten in the current format", rewritten),
-                              (PURGED_NOTE, purged)) if v}
-
-
 def changes_for_paths(root: Path, state: IndexState, paths: list[str]) -> ChangeSet:
     """A ChangeSet for a few known paths (a watcher event, a stale search hit), without walking the tree.
 
@@ -566,6 +448,8 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
             s.skipped = dict(changes.skips.counts)
             s.skip_items = list(changes.skips.items)
             sync(run, changes, fp, progress)
+            from coderag.pipelines.migrations import upgrade_index  # it runs ingestion's parts
+
             s.upgraded = upgrade_index(root, settings, state, progress)
             s.seconds = time.perf_counter() - t0
             return s

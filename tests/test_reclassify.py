@@ -70,7 +70,7 @@ def test_reclassify_old_index_held_them(upgraded) -> None:
 def test_reclassify_upgrade_drops_secrets_and_data_once(upgraded) -> None:
     from coderag import CodeIndex
     from coderag.config import Settings
-    from coderag.pipelines.ingestion import PURGED_NOTE
+    from coderag.pipelines.migrations import PURGED_NOTE
 
     root, _, new = upgraded
     assert new.upgraded.get(PURGED_NOTE) == len(PURGED), new.upgraded
