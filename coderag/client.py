@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 from coderag.errors import CodeRagError, IndexLockedError
+from coderag.lock import DEFAULT_WAIT_S
 from coderag.paths import index_dir
 
 log = logging.getLogger("coderag.client")
@@ -20,7 +21,6 @@ CALL_TIMEOUT_S = 600.0
 RETRY_S = 0.2
 # How long a command waits for another coderag process that holds the index (its --wait). `coderag mcp`
 # sets it from its own --wait: the MCP server opens its handle in the background, far from the CLI.
-DEFAULT_WAIT_S = 60.0
 T = TypeVar("T")
 
 

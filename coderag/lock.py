@@ -10,6 +10,9 @@ from pathlib import Path
 
 from coderag.errors import IndexLockedError
 
+# How long a command waits for another coderag process that holds an index (`--wait`).
+DEFAULT_WAIT_S = 60.0
+
 
 class WriterLock:
     """flock on <index>/writer.lock; the file names the holder (pid and command) for the error message."""
