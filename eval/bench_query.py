@@ -578,7 +578,6 @@ def main(argv: Optional[list[str]] = None) -> int:
               f"e.g. {', '.join(repr(q) for _, q in queries[::max(1, len(queries) // 5)][:5])}")
         print()
         header = f"{'warm, ms':<24}" + "".join(f"{s:>18}" for s in ("p50", "p95", "p99"))
-        sys.setswitchinterval(0.001)  # as `coderag mcp` and `coderag serve` do (coderag/cli.py _resident_process)
         t1 = time.perf_counter()
         index.warm_up()  # as the resident owner does at start: model, tokenizer, the shard's files in the page cache
         for _, q in warmup:
