@@ -122,10 +122,13 @@ class Outcome:
     latency_ms: Optional[float] = None
     ranked: list[str] = field(default_factory=list)  # top 10, "path:start-end" (ripgrep: "path (N matches)")
     error: Optional[str] = None
+    # A gold place among the payload's blocks or its one-line candidates (`full` lists candidates; None for
+    # the other variants: the same as in_payload).
+    place_in_payload: Optional[bool] = None
 
     def to_json(self) -> dict[str, Any]:
         d = {"metrics": {k: round(v, 4) for k, v in self.metrics.items()}, "tokens": self.tokens,
-             "in_payload": self.in_payload,
+             "in_payload": self.in_payload, "place_in_payload": self.place_in_payload,
              "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 1), "ranked": self.ranked}
         if self.error:
             d["error"] = self.error
@@ -150,8 +153,9 @@ def _coderag_outcome(index, query: str, variant: str, gold: Sequence[Span], max_
         res = index.search(query, max_tokens=max_tokens, format="xml")
         latency = (time.perf_counter() - t0) * 1000
         ranked = _as_results(res)
+        places = ranked + [Result.block(c.file_path, c.start_line, c.end_line) for c in res.candidates]
         return Outcome(score_ranking(ranked, gold), res.tokens, contains_gold(ranked, gold), latency,
-                       [_label(r) for r in ranked[:RANK_TOP_K]])
+                       [_label(r) for r in ranked[:RANK_TOP_K]], place_in_payload=contains_gold(places, gold))
     raw = dict(retriever=variant, auto_merge=False, merge_adjacent=False, format="xml")
     ranked = _as_results(index.search(query, max_tokens=RANK_MAX_TOKENS, top_k=RANK_TOP_K, **raw))
     t0 = time.perf_counter()
@@ -223,6 +227,8 @@ def summarize(queries: Sequence[dict[str, Any]], variants: Sequence[str]) -> dic
                 row[m] = mean([o.metrics[m] for o in outs])
             row["tokens"] = mean([o.tokens for o in ok if o.tokens is not None])
             row["in_payload"] = mean([1.0 if o.in_payload else 0.0 for o in outs])
+            row["place_in_payload"] = mean([1.0 if (o.in_payload if o.place_in_payload is None
+                                                    else o.place_in_payload) else 0.0 for o in outs])
             row["p50_ms"] = percentile(lat, 50)
             row["p95_ms"] = percentile(lat, 95)
             out[v][g] = row

@@ -102,6 +102,17 @@ def test_run_eval_respects_the_token_budget(run):
 
 
 @pytest.mark.skipif(not HAS_RG, reason="ripgrep (rg) is not installed")
+def test_full_counts_gold_places_among_its_candidate_lines(run):
+    """`full` lists candidate places after its blocks: a gold place there counts for "gold place", never
+    against "gold in payload"."""
+    for q in run.queries:
+        out = q["outcomes"]["full"]
+        assert out.place_in_payload is not None and (out.place_in_payload or not out.in_payload)
+    row = run.summary["full"]["all"]
+    assert row["place_in_payload"] >= row["in_payload"]
+    assert run.queries[0]["outcomes"]["bm25"].place_in_payload is None
+
+
 def test_ripgrep_variant_ranks_files_by_matches(run):
     out = run.queries[0]["outcomes"]["ripgrep"]
     assert out.error is None
