@@ -46,6 +46,7 @@ class EmbeddingSettings(_Section):
     batch_size: int = Field(default=32, ge=1, le=1024, description="Chunks per embedding batch.")
     window_tokens: int = Field(default=256, ge=16, le=8192, description="The model's input window, special tokens included.")
     threads: int = Field(default=0, ge=0, le=256, description="Torch threads for bulk indexing; 0 = all cores.")
+    device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="Where `coderag index` embeds chunks with torch: auto = a CUDA GPU when torch sees one, else the CPU (queries always run on the CPU).")
 
 
 class ChunkingSettings(_Section):

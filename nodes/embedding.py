@@ -17,8 +17,25 @@ from coderag.nodes.keys import DUPLICATE_OF_KEY, IS_LEAF_KEY
 DEFAULT_BATCH_SIZE = 32
 
 
-def load_embed_model(model_dir: str | Path, batch_size: int = DEFAULT_BATCH_SIZE, threads: int = 0):
-    """HuggingFaceEmbedding over a local sentence-transformers folder, offline. Raises ModelLoadError."""
+def resolve_device(device: str) -> str:
+    """"cpu" or "cuda" for a setting of "auto", "cpu" or "cuda"; "cuda" without a GPU is a ModelLoadError."""
+    if device == "cpu":
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if device == "cuda":
+        raise ModelLoadError('embedding.device is "cuda" but torch sees no CUDA GPU here (torch.cuda.is_available() '
+                             'is False). Set embedding.device to "auto" or "cpu" in qdrant.yaml, or install a CUDA '
+                             "build of torch.")
+    return "cpu"
+
+
+def load_embed_model(model_dir: str | Path, batch_size: int = DEFAULT_BATCH_SIZE, threads: int = 0,
+                     device: str = "cpu"):
+    """HuggingFaceEmbedding over a local sentence-transformers folder, offline, on `device` ("auto", "cpu"
+    or "cuda": resolve_device). Raises ModelLoadError."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -38,7 +55,7 @@ def load_embed_model(model_dir: str | Path, batch_size: int = DEFAULT_BATCH_SIZE
     hf_logging.disable_progress_bar()  # "Loading weights" bars on stderr on every load
 
     try:
-        return HuggingFaceEmbedding(model_name=str(path), device="cpu", embed_batch_size=batch_size,
+        return HuggingFaceEmbedding(model_name=str(path), device=resolve_device(device), embed_batch_size=batch_size,
                                     show_progress_bar=False)
     except Exception as exc:
         raise ModelLoadError(f"Could not load the embedding model from {path}: {exc}") from exc

@@ -132,7 +132,7 @@ class Ingestion:
         self._filter = GitignoreFilter(root=str(self.root), max_line_chars=s.chunking.max_line_chars)
         self._embedder = CachedEmbedder(
             loader=self._embed_loader or (lambda: load_embed_model(model_dir, s.embedding.batch_size,
-                                                                   s.embedding.threads)),
+                                                                   s.embedding.threads, s.embedding.device)),
             cache=self.state, on_batch=lambda n: self._tick("embed", n),
             model_id=str(model_dir), batch_size=s.embedding.batch_size)
         if self._store is None:
