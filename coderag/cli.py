@@ -337,7 +337,7 @@ def status(path: Path) -> None:
 
     from coderag.config import load_settings
     from coderag.paths import DB_NAME, find_root, index_dir, tighten_index
-    from coderag.pipelines.ingestion import detect_changes
+    from coderag.pipelines.changes import detect_changes
     from coderag.store.state import SEARCHABLE, IndexState
 
     root = find_root(path)

@@ -238,7 +238,8 @@ class IndexService:
             log.exception("warm-up failed")
 
     def _densify(self, paths: list[str], role_of) -> None:
-        from coderag.pipelines.ingestion import Ingestion, changes_for_paths, fingerprint, sync
+        from coderag.pipelines.changes import changes_for_paths
+        from coderag.pipelines.ingestion import Ingestion, fingerprint, sync
 
         idx = self.index
         done = 0

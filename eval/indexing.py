@@ -40,7 +40,8 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
     from coderag.errors import ConfigError
     from coderag.lock import WriterLock
     from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
-    from coderag.pipelines.ingestion import Ingestion, changes_for_paths, detect_changes, fingerprint, sync
+    from coderag.pipelines.changes import changes_for_paths, detect_changes
+    from coderag.pipelines.ingestion import Ingestion, fingerprint, sync
     from coderag.pipelines.migrations import upgrade_index
     from coderag.store.state import STATUS_SPARSE, IndexState
 

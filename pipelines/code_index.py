@@ -193,15 +193,13 @@ class CodeIndex:
 
     @property
     def dense_retriever(self):
-        from coderag.pipelines.retrievers import DenseRetriever
-
+        from coderag.pipelines.retrievers import DenseRetriever  # the dense leg alone
         return DenseRetriever(self.vector_store, self.embed_model, self.settings.retrieval.dense_top_k)
 
     @property
     def bm25_retriever(self):
         """BM25 over the store's sparse vectors with the code-aware tokenizer."""
         from coderag.pipelines.retrievers import SparseRetriever
-
         return SparseRetriever(self.vector_store, self.settings.retrieval.sparse_top_k)
 
     @property
@@ -224,7 +222,8 @@ class CodeIndex:
 
     def refresh(self, paths: Optional[Sequence[str]] = None, progress=None):
         """Index what changed: the whole tree, or only `paths` (relative POSIX paths). Returns an IndexSummary."""
-        from coderag.pipelines.ingestion import changes_for_paths, detect_changes, fingerprint, sync
+        from coderag.pipelines.changes import changes_for_paths, detect_changes
+        from coderag.pipelines.ingestion import fingerprint, sync
 
         with self.ingest_lock:
             run = self._ingestion(progress)
@@ -256,12 +255,10 @@ class CodeIndex:
         return run_search(self, opts, refresh=refresh, freshness=freshness)
 
     def settings_match(self) -> bool:
-        """Whether this index was built with the current model and chunking settings, so that `refresh`
-        may write to it (it refuses otherwise: searches then mark changed files stale)."""
+        """Whether the index was built with the current model and chunking, so `refresh` may write to it."""
         from coderag.pipelines.ingestion import fingerprint
 
-        stored = self.state.get_meta("fingerprint")
-        return stored is None or stored == fingerprint(self.settings)
+        return self.state.get_meta("fingerprint") in (None, fingerprint(self.settings))
 
     # -- helpers used by the query pipeline -------------------------------------------------------
     can_refresh = True

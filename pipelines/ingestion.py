@@ -7,7 +7,6 @@ importing LlamaIndex, torch or Qdrant.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -18,10 +17,10 @@ from coderag.config import Settings, load_settings
 from coderag.errors import ConfigError
 from coderag.lock import WriterLock
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
-from coderag.nodes.ignore import IgnoreMatcher
-from coderag.nodes.scan import FileEntry, SkipLog, read_text_file, walk
+from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
+from coderag.pipelines.changes import ChangeSet, detect_changes
 from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir, index_dir
-from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_DIRTY, STATUS_INDEXED, STATUS_SPARSE,
+from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE,
                                  STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
 
 SPLITTER_VERSION = "2"  # 2: small siblings merged (chunking.min_tokens)
@@ -29,22 +28,8 @@ BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024
 OPTIMIZE_MIN_NEW_POINTS = 5_000
 FILE_CLASSES_KEY = "file_classes"  # meta: the file-class rules the indexed files were last checked under
-# Skips that say nothing about the content: a chmod (which leaves size and mtime alone) or a file
-# that reappears can make them readable, so they are tried again on every run.
-RETRY_STATUSES = frozenset({"unreadable", "vanished", STATUS_DIRTY})
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
-
-
-@dataclass
-class ChangeSet:
-    """What differs between the working tree and the manifest, from stat alone."""
-
-    entries: list[FileEntry]
-    candidates: list[FileEntry]  # new, or size/mtime differ: read and hash these
-    unchanged: int
-    removed: list[str]
-    skips: SkipLog
 
 
 @dataclass
@@ -73,22 +58,6 @@ def fingerprint(settings: Settings) -> str:
     """What the index content depends on: model and chunking. A change needs --rebuild."""
     return json.dumps({"model": str(settings.model_dir()), "chunking": settings.chunking.model_dump(),
                        "window": settings.embedding.window_tokens, "splitter": SPLITTER_VERSION}, sort_keys=True)
-
-
-def detect_changes(root: Path, state: IndexState, settings: Settings) -> ChangeSet:
-    skips = SkipLog()
-    entries = walk(root, IgnoreMatcher(root, skips=skips), skips)  # notes the secrets and data it never opens
-    manifest = state.files()
-    candidates, unchanged = [], 0
-    for e in entries:
-        rec = manifest.get(e.rel_path)
-        if rec is not None and rec.size == e.size and rec.mtime_ns == e.mtime_ns and rec.status not in RETRY_STATUSES:
-            unchanged += 1
-        else:
-            candidates.append(e)
-    seen = {e.rel_path for e in entries}
-    removed = sorted(p for p in manifest if p not in seen)
-    return ChangeSet(entries, candidates, unchanged, removed, skips)
 
 
 class Ingestion:
@@ -385,35 +354,6 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
     run.finish()
     state.set_meta("last_update", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     state.commit()
-
-
-def changes_for_paths(root: Path, state: IndexState, paths: list[str]) -> ChangeSet:
-    """A ChangeSet for a few known paths (a watcher event, a stale search hit), without walking the tree.
-
-    A path that may not be read (nodes/safe_path.py: outside the root, in .coderag/, not a regular file,
-    ignored, an undecodable name) or that goes through a link (the walk follows none) counts as removed."""
-    from coderag.nodes.safe_path import IGNORED, MISSING, UNDECODABLE, RepoFiles, escaped_name
-
-    files = RepoFiles(root, IgnoreMatcher(root))
-    candidates, removed, entries, skips = [], [], [], SkipLog()
-    for rel in sorted(set(paths)):
-        abs_path = root / rel
-        real, st, reason = files.check(rel)
-        if real is None or real != os.path.join(files.real_root, rel):
-            if reason == UNDECODABLE:  # never stored, and never to be: it cannot be encoded
-                skips.add(escaped_name(rel), reason, repr(os.fsencode(rel)))
-                continue
-            if reason not in (MISSING, IGNORED):
-                skips.add(rel, reason or "symlink")
-            if state.file(rel) is not None:
-                removed.append(rel)
-            continue
-        e = FileEntry(rel, str(abs_path), st.st_size, st.st_mtime_ns)
-        entries.append(e)
-        rec = state.file(rel)
-        if rec is None or rec.size != e.size or rec.mtime_ns != e.mtime_ns or rec.status in RETRY_STATUSES:
-            candidates.append(e)
-    return ChangeSet(entries, candidates, len(entries) - len(candidates), removed, skips)
 
 
 def index_repository(root: str | Path, settings: Settings | None = None, rebuild: bool = False,

@@ -203,7 +203,7 @@ def test_safe_path_line_source_sees_a_file_that_became_a_link_out(tmp_path: Path
 
 @needs_fifo
 def test_safe_path_changes_for_paths_treats_what_may_not_be_read_as_removed(layout: Path) -> None:
-    from coderag.pipelines.ingestion import changes_for_paths
+    from coderag.pipelines.changes import changes_for_paths
     from coderag.store.state import FileRecord, IndexState
 
     state = IndexState(layout / ".coderag" / "index.db")
