@@ -66,7 +66,6 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
     name above `get_user_by_id`, which the two legs would otherwise tie in RRF, and above its callers).
     """
 
-    returns_no_index_nodes = True  # see retrievers.retrieve_nodes
 
     def __init__(self, *args: Any, rrf_k: float = DEFAULT_RRF_K, keywords: Sequence[str] = (),
                  keyword_boost: float = 0.5, definition_boost: float = DEFAULT_DEFINITION_BOOST,
