@@ -66,6 +66,7 @@ class IndexService:
         self._threads: list[threading.Thread] = []
         self._results: OrderedDict[str, dict] = OrderedDict()
         self.progress = {"phase": "idle", "done": 0, "total": 0, "embedded": 0, "error": None}
+        self.walk_skips: dict[str, int] = {}  # what the first build's walk left out unread (secrets, data by name)
         self.dense_ready = False
         self._ready = threading.Event()  # the index is open (requests that arrive before wait for it)
         self._watcher = None
@@ -172,6 +173,7 @@ class IndexService:
         try:
             with self._ingest, private_umask():  # new shard segments and WAL pages: 0600
                 changes = detect_changes(self.root, idx.state, self.settings)
+                self.walk_skips = dict(changes.skips.counts)
                 # A first build is always BM25-first: even for a few files, loading the model takes seconds.
                 first_build = idx.state.counts()["files"] == 0
                 two_pass = (self.settings.store.mode == StoreMode.Embedded
@@ -375,9 +377,12 @@ class IndexService:
     def status(self) -> dict:
         idx = self.index
         counts = idx.state.counts()
+        skipped = dict(self.walk_skips)
+        for reason, n in idx.state.skip_counts().items():  # files read and left out, from the manifest
+            skipped[reason] = skipped.get(reason, 0) + n
         return {"root": str(self.root), "index_dir": str(self.index_dir), "pid": os.getpid(),
                 "model": str(self.settings.model_dir()), "last_update": idx.state.get_meta("last_update"),
-                "counts": counts, "dense_ready": self.dense_ready, "indexing": dict(self.progress),
+                "counts": counts, "skipped": skipped, "dense_ready": self.dense_ready, "indexing": dict(self.progress),
                 "watcher": self._watcher.status() if self._watcher is not None else {"state": "off"},
                 "uptime_s": round(time.time() - self.started, 1)}
 

@@ -35,6 +35,7 @@ def test_first_build_reports_dense_progress_by_role(tmp_path: Path) -> None:
         "tests/test_core.py": "from pkg.core import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n",
         "docs/guide.md": "# Guide\n\nCall add with two numbers.\n",
         "examples/demo.py": "from pkg.core import add\nprint(add(2, 3))\n",
+        ".env": "API_KEY=not-for-the-index\n", "bench/results.csv": "a,b\n1,2\n",
     })
     svc = IndexService(root, watch=False, serve=False).start()
     try:
@@ -45,5 +46,6 @@ def test_first_build_reports_dense_progress_by_role(tmp_path: Path) -> None:
         assert svc.dense_ready, status["indexing"]
         by_role = status["indexing"]["dense_by_role"]
         assert by_role == {role: {"done": 1, "total": 1} for role in (SOURCE, TESTS, DOCS, EXAMPLES)}
+        assert status["skipped"] == {"secret": 1, "data": 1}  # every skip class, in index_status too
     finally:
         svc.stop()
