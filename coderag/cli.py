@@ -32,34 +32,6 @@ def _dir_size(path: Path) -> int:
     return total
 
 
-class _Progress:
-    """One status line on stderr while indexing, only on a TTY."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.files = self.total = self.embedded = 0
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        if phase == "files":
-            self.files, self.total = done, total
-        elif phase == "embed":
-            self.embedded += done
-        msg = f"\rindexing: {self.files}/{self.total} files, {self.embedded} chunks embedded"
-        if phase == "optimize":
-            msg = "\rbuilding the vector index (HNSW)...".ljust(60)
-        elif phase == "line tokens":
-            msg = f"\rcounting the tokens of indexed lines: {done}/{total} files".ljust(60)
-        elif phase == "upgrade":
-            msg = f"\rrewriting stored chunks in the current format: {done}".ljust(60)
-        click.echo(msg, nl=False, err=True)
-
-    def close(self) -> None:
-        if self.enabled:
-            click.echo("\r" + " " * 70 + "\r", nl=False, err=True)
-
-
 WAIT_HELP = ("Seconds to wait while another coderag process holds the index (an indexing run, a search, "
              "an owner starting up); an owner that starts serving meanwhile is used at once.")
 
@@ -108,13 +80,14 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
     Unchanged files cost a stat; changed files replace their chunks; deleted files leave nothing behind.
     """
     # Deferred: the ingestion module pulls LlamaIndex only when files changed.
+    from coderag.cli_progress import IndexProgress
     from coderag.client import IndexClient, owner_client, owner_or_open
     from coderag.config import load_settings
     from coderag.paths import private_umask
     from coderag.pipelines.ingestion import index_repository
 
     settings = _run(load_settings, path, config)
-    progress = _Progress(sys.stderr.isatty())
+    progress = IndexProgress()  # a rich bar on a terminal; one line per phase in a pipe or CI log
 
     def index_here(lock_wait: float = 0.0):
         with private_umask():  # this command writes only the index's files: 0600 (restored when it returns)

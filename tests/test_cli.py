@@ -70,6 +70,7 @@ def test_cli_index_then_status(runner: CliRunner, tiny_repo: Path) -> None:
     res = runner.invoke(main, ["index", str(tiny_repo)])
     assert res.exit_code == 0, res.output
     s = _summary(res.stdout)
+    assert "indexing 5 files..." in res.stderr  # off a terminal: one line per phase, no bar
     assert s["root"] == str(tiny_repo.resolve())
     assert (s["seen"], s["indexed"], s["unchanged"], s["removed"], s["skipped"]) == (5, 5, 0, 0, 0)
     assert s["chunks"] == s["embedded"] > 0 and s["cached"] == 0
