@@ -312,10 +312,10 @@ def test_store_light_nodes_are_the_stored_nodes_less_prev_and_next(index) -> Non
     from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
     from qdrant_edge import PayloadSelector, ScrollRequest
 
-    from coderag.store.edge_vector_store import _NOT_LIGHT, light_node, payload_to_node
+    from coderag.store.edge_vector_store import LIGHT_EXCLUDED_KEYS, light_node, payload_to_node
 
     shard = index.vector_store.client
-    recs, _ = shard.scroll(ScrollRequest(limit=1000, with_payload=PayloadSelector.Exclude(_NOT_LIGHT)))
+    recs, _ = shard.scroll(ScrollRequest(limit=1000, with_payload=PayloadSelector.Exclude(LIGHT_EXCLUDED_KEYS)))
     full = {str(r.id): payload_to_node(r.payload) for r in
             shard.scroll(ScrollRequest(limit=1000, with_payload=True))[0]}
     assert len(recs) > 20 and any(n.parent_node is not None for n in full.values())
@@ -335,10 +335,10 @@ def test_store_light_nodes_are_the_stored_nodes_less_prev_and_next(index) -> Non
     one.metadata["x"] = 1
     assert "x" not in two.excluded_embed_metadata_keys and "x" not in two.metadata
     assert one.relationships is not two.relationships
-    from coderag.store import edge_vector_store as ev
-
     one.relationships[NodeRelationship.SOURCE].node_id = "changed"
-    assert ev._SOURCE.node_id == "" and ev._LIGHT.id_ == "" and ev._LIGHT.metadata == {}
+    again = light_node(str(recs[0].id), recs[0].payload)
+    assert again == light_node(str(recs[0].id), recs[0].payload) != one  # nothing changed reaches a new node
+    assert again.relationships[NodeRelationship.SOURCE].node_id != "changed" and "x" not in again.metadata
     emb = index.embed_model.get_query_embedding("round the sales tax to whole cents")
     for q in (VectorStoreQuery(query_embedding=emb, similarity_top_k=10),
               VectorStoreQuery(query_str="tax cents round", mode=VectorStoreQueryMode.SPARSE, similarity_top_k=10)):

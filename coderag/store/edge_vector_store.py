@@ -1,83 +1,51 @@
-"""EdgeVectorStore: LlamaIndex vector store over Qdrant Edge, Qdrant's in-process shard (dense + sparse BM25)."""
+"""EdgeVectorStore: LlamaIndex vector store over Qdrant Edge, Qdrant's in-process shard (dense + sparse BM25).
+
+The store opens the shard, writes points and answers queries; what a point's payload holds and how a
+node is read back is node_codec's, how LlamaIndex filters become Edge filters is edge_filters', and the
+decoded nodes a resident process keeps are node_cache's. Their public names are importable from here.
+"""
 
 from __future__ import annotations
 
-import json
-import threading
 import uuid
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, ClassVar, List, Optional, Sequence
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.schema import (BaseNode, MetadataMode, NodeRelationship, ObjectType, RelatedNodeInfo,
-                                     TextNode)
+from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.vector_stores.types import (
-    BasePydanticVectorStore, FilterCondition, FilterOperator, MetadataFilter, MetadataFilters,
-    VectorStoreQuery, VectorStoreQueryMode, VectorStoreQueryResult,
+    BasePydanticVectorStore, MetadataFilters, VectorStoreQuery, VectorStoreQueryMode, VectorStoreQueryResult,
 )
-from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 from coderag.errors import ConfigError, IndexLockedError
-from coderag.nodes.keys import DIRS_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, NON_EMBED_KEYS, SYMBOL_KEY
+from coderag.nodes.keys import DIRS_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
 from coderag.nodes.lexical import doc_sparse, query_sparse
+from coderag.store.edge_filters import edge_condition, to_edge_filter
+from coderag.store.node_cache import DEFAULT_NODE_CACHE_SIZE, NodeCache
+from coderag.store.node_codec import (CHARS_KEY, DOC_ID_KEY, LEGACY_NODE_KEY, LIGHT_EXCLUDED_KEYS, NODE_FIELDS,
+                                      NODE_KEY, PARENT_KEY, TEXT_KEY, ancestor_dirs, light_fields,
+                                      light_node, node_payload_json, payload_to_node, store_payload)
+
+__all__ = [
+    "EdgeVectorStore", "DENSE_VECTOR_NAME", "SPARSE_VECTOR_NAME", "KEYWORD_INDEX_KEYS", "DEFAULT_RRF_K",
+    "edge_condition", "to_edge_filter", "NodeCache", "CHARS_KEY", "DOC_ID_KEY", "LIGHT_EXCLUDED_KEYS", "NODE_FIELDS",
+    "NODE_KEY", "PARENT_KEY", "TEXT_KEY", "ancestor_dirs", "light_fields", "light_node", "node_payload_json",
+    "payload_to_node", "store_payload",
+]
 
 DENSE_VECTOR_NAME = "dense"
 SPARSE_VECTOR_NAME = "sparse"
-DOC_ID_KEY = "doc_id"
-TEXT_KEY = "text"  # the chunk's source text, word-indexed for exact keyword filters
 KEYWORD_INDEX_KEYS = (FILE_PATH_KEY, DIRS_KEY, LANGUAGE_KEY, KIND_KEY, SYMBOL_KEY, DOC_ID_KEY)
 UPSERT_BATCH = 256
-NODE_CACHE_SIZE = 2_000  # decoded leaf nodes kept by a resident process: the candidates of ~40 searches
-NODE_KEY = "_node"  # a TextNode as slim JSON (see node_payload_json); older points hold "_node_content"
-PARENT_KEY = "parent_id"  # the leaf's parent node ("": none; Qdrant drops null values); with the text and
-# metadata, what a light node is built from
-CHARS_KEY = "char_span"  # [start_char_idx, end_char_idx] of the leaf in its file's text (light nodes)
-_NODE_FIELDS = [NODE_KEY, "_node_content", "_node_type"]
-# What a light node is not built from: the node JSON, LlamaIndex's copies of the document id, the folders.
-_NOT_LIGHT = [NODE_KEY, "_node_content", "_node_type", "document_id", "ref_doc_id", DIRS_KEY]
 DEFAULT_RRF_K = 60  # Cormack et al. 2009; Edge counts ranks from 0
 
 
-def ancestor_dirs(rel_path: str) -> list[str]:
-    """`a/b/c.py` -> ["a", "a/b"]: a keyword index on these makes "everything under a/" one exact match."""
-    parts = rel_path.split("/")[:-1]
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def _condition(f: MetadataFilter):
-    from qdrant_edge import FieldCondition, Filter, MatchAny, MatchExcept, MatchText, MatchValue, RangeFloat
-
-    op, key, value = f.operator, f.key, f.value
-    if op == FilterOperator.EQ:
-        return FieldCondition(key=key, match=MatchValue(value=value))
-    if op == FilterOperator.NE:
-        return Filter(must_not=[FieldCondition(key=key, match=MatchValue(value=value))])
-    if op in (FilterOperator.IN, FilterOperator.ANY):
-        return FieldCondition(key=key, match=MatchAny(any=list(value)))
-    if op == FilterOperator.NIN:
-        return FieldCondition(key=key, match=MatchExcept(except_=list(value)))
-    if op == FilterOperator.TEXT_MATCH:
-        return FieldCondition(key=key, match=MatchText(text=value))
-    bounds = {FilterOperator.GT: "gt", FilterOperator.GTE: "gte", FilterOperator.LT: "lt", FilterOperator.LTE: "lte"}
-    if op in bounds:
-        return FieldCondition(key=key, range=RangeFloat(**{bounds[op]: float(value)}))
-    raise ValueError(f"filter operator {op.value!r} is not supported by EdgeVectorStore (key {key!r})")
-
-
-def to_edge_filter(filters: Optional[MetadataFilters]):
-    """MetadataFilters -> qdrant_edge Filter (AND, OR and NOT nest)."""
-    if filters is None or not filters.filters:
-        return None
-    from qdrant_edge import Filter
-
-    conds = [to_edge_filter(f) if isinstance(f, MetadataFilters) else _condition(f) for f in filters.filters]
-    conds = [c for c in conds if c is not None]
-    if filters.condition == FilterCondition.OR:
-        return Filter(should=conds)
-    if filters.condition == FilterCondition.NOT:
-        return Filter(must_not=conds)
-    return Filter(must=conds)
+def shard_is_held(exc: BaseException) -> bool:
+    """Whether opening a shard failed because another process holds it. qdrant-edge-py 0.9 raises a plain
+    `Exception` for every failure (no typed error to catch), so its message is the only sign: the WAL's
+    file lock answers `Kind(WouldBlock)` inside "Can't init WAL"."""
+    msg = str(exc)
+    return "WouldBlock" in msg or "Can't init WAL" in msg
 
 
 class EdgeVectorStore(BasePydanticVectorStore):
@@ -97,12 +65,9 @@ class EdgeVectorStore(BasePydanticVectorStore):
     dim: int = Field(gt=0, description="Dense vector size.")
 
     _shard: Any = PrivateAttr(default=None)
-    # Decoded nodes by point id. Queries ask Edge for ids and scores only (a query that loads payloads costs
-    # 4-7 ms at 100k points, one without 0.5-2 ms), then decode the payloads they miss here. Any write
-    # clears the cache (node ids are stable across edits of a file, so an id alone does not name a version).
-    _nodes: Any = PrivateAttr(default_factory=OrderedDict)
-    _nodes_lock: Any = PrivateAttr(default_factory=threading.Lock)
-    _generation: int = PrivateAttr(default=0)
+    # Queries ask Edge for ids and scores only (loading payloads in the query is several times slower), then
+    # decode the payloads this cache misses. Every write clears it.
+    _nodes: NodeCache = PrivateAttr(default_factory=lambda: NodeCache(DEFAULT_NODE_CACHE_SIZE))
     _sparse_doc_fn: Optional[Callable[[str], tuple[list[int], list[float]]]] = PrivateAttr(default=None)
 
     @classmethod
@@ -143,7 +108,7 @@ class EdgeVectorStore(BasePydanticVectorStore):
                     TEXT_KEY, TextIndexParams(tokenizer=TokenizerType.Word, lowercase=False)))
         except Exception as exc:
             msg = str(exc)
-            if "WouldBlock" in msg or "Can't init WAL" in msg:
+            if shard_is_held(exc):
                 raise IndexLockedError(
                     f"Another process holds the index shard {p}. Stop it (for example a running "
                     f'"coderag serve" or "coderag mcp"), or wait for it to finish.') from exc
@@ -211,9 +176,7 @@ class EdgeVectorStore(BasePydanticVectorStore):
         self._invalidate()
 
     def _invalidate(self) -> None:
-        with self._nodes_lock:
-            self._generation += 1
-            self._nodes.clear()
+        self._nodes.clear()
 
     def flush(self) -> None:
         self._shard.flush()
@@ -226,9 +189,8 @@ class EdgeVectorStore(BasePydanticVectorStore):
         """Read the shard's segment files once so the OS page cache holds them; returns the bytes read.
 
         Edge drops its files from the page cache when it loads them ("cold" memory), so each point a
-        query touches for the first time is a disk read: 30 payloads cost 4-7 ms instead of ~1 ms, and the
-        HNSW search 4.3 ms instead of 2.7 (102k points, measured). A resident process calls this once,
-        in the background; nothing is pinned, the kernel may evict the pages again under pressure.
+        query touches for the first time would be a disk read. A resident process calls this once, in
+        the background; nothing is pinned, the kernel may evict the pages again under pressure.
         """
 
         done = 0
@@ -260,11 +222,11 @@ class EdgeVectorStore(BasePydanticVectorStore):
             while True:
                 recs, offset = self._shard.scroll(ScrollRequest(
                     limit=256, offset=offset,
-                    with_payload=PayloadSelector.Include(["_node_content", "_node_type", NODE_KEY, PARENT_KEY])))
+                    with_payload=PayloadSelector.Include([*NODE_FIELDS, PARENT_KEY])))
                 changed, fat = [], []
                 for r in recs:
                     payload = r.payload or {}
-                    if PARENT_KEY in payload and "_node_content" not in payload:
+                    if PARENT_KEY in payload and LEGACY_NODE_KEY not in payload:
                         continue
                     node = payload_to_node(payload)
                     if type(node) is not TextNode:
@@ -272,10 +234,10 @@ class EdgeVectorStore(BasePydanticVectorStore):
                     self._shard.update(UpdateOperation.set_payload([r.id], {
                         NODE_KEY: node_payload_json(node), **light_fields(node)}))
                     changed.append(r.id)
-                    if "_node_content" in payload:
+                    if LEGACY_NODE_KEY in payload:
                         fat.append(r.id)
                 if fat:
-                    self._shard.update(UpdateOperation.delete_payload(fat, ["_node_content"]))
+                    self._shard.update(UpdateOperation.delete_payload(fat, [LEGACY_NODE_KEY]))
                 if changed:
                     done += len(changed)
                     if progress:
@@ -308,14 +270,14 @@ class EdgeVectorStore(BasePydanticVectorStore):
                   **kwargs: Any) -> List[BaseNode]:
         if node_ids:
             recs = self._shard.retrieve([uuid.UUID(i) for i in node_ids], True, False)
-            return [self._to_node(r.payload) for r in recs]
+            return [payload_to_node(r.payload) for r in recs]
         from qdrant_edge import ScrollRequest
 
         out, offset = [], None
         flt = to_edge_filter(filters)
         while True:
             recs, offset = self._shard.scroll(ScrollRequest(limit=1024, offset=offset, filter=flt, with_payload=True))
-            out.extend(self._to_node(r.payload) for r in recs)
+            out.extend(payload_to_node(r.payload) for r in recs)
             if offset is None:
                 return out
 
@@ -331,10 +293,6 @@ class EdgeVectorStore(BasePydanticVectorStore):
             if offset is None:
                 return out
 
-    @staticmethod
-    def _to_node(payload: dict) -> BaseNode:
-        return payload_to_node(payload)
-
     def _nodes_by_id(self, ids: List[Any], light: bool = False,
                      keys: Optional[List[str]] = None) -> List[Optional[BaseNode]]:
         """Nodes of these point ids (None for a point deleted since the query): cached, or one retrieve.
@@ -344,33 +302,24 @@ class EdgeVectorStore(BasePydanticVectorStore):
         from qdrant_edge import PayloadSelector
 
         keys = keys if keys is not None else [str(i) for i in ids]
-        found: dict = {}
-        with self._nodes_lock:
-            gen = self._generation
-            for k in keys:
-                hit = self._nodes.get(k)
-                if hit is not None and (light or not hit[1]):
-                    found[k] = hit[0]
-                    self._nodes.move_to_end(k)
+        gen = self._nodes.generation
+        found = self._nodes.get(keys, light=light)
         missing = {k: i for i, k in zip(ids, keys) if k not in found}
         if missing:
             fresh: dict = {}
             if light:
-                for r in self._shard.retrieve(list(missing.values()), PayloadSelector.Exclude(_NOT_LIGHT), False):
+                recs = self._shard.retrieve(list(missing.values()), PayloadSelector.Exclude(LIGHT_EXCLUDED_KEYS), False)
+                for r in recs:
                     k = str(r.id)
                     node = light_node(k, r.payload)
                     if node is not None:
                         fresh[k] = (node, True)
                 missing = {k: i for k, i in missing.items() if k not in fresh}  # points of an older coderag
             if missing:
-                recs = self._shard.retrieve(list(missing.values()), PayloadSelector.Include(_NODE_FIELDS), False)
-                fresh.update((str(r.id), (self._to_node(r.payload), False)) for r in recs)
+                recs = self._shard.retrieve(list(missing.values()), PayloadSelector.Include(NODE_FIELDS), False)
+                fresh.update((str(r.id), (payload_to_node(r.payload), False)) for r in recs)
             found.update((k, v[0]) for k, v in fresh.items())
-            with self._nodes_lock:
-                if gen == self._generation:  # no write since: these payloads are current
-                    self._nodes.update(fresh)
-                    while len(self._nodes) > NODE_CACHE_SIZE:
-                        self._nodes.popitem(last=False)
+            self._nodes.put(fresh, gen)  # kept only if no write came in meanwhile
         return [found.get(k) for k in keys]
 
     supports_light_nodes: ClassVar[bool] = True
@@ -413,112 +362,3 @@ class EdgeVectorStore(BasePydanticVectorStore):
         kept = [(h.score, k, n) for h, k, n in zip(hits, keys, found) if n is not None]
         return VectorStoreQueryResult(nodes=[n for _, _, n in kept], similarities=[s for s, _, _ in kept],
                                       ids=[k for _, k, _ in kept])
-
-
-# What every node of coderag's splitter carries: left out of the stored JSON and put back when it is read.
-_STANDARD = {"excluded_embed_metadata_keys": NON_EMBED_KEYS, "excluded_llm_metadata_keys": NON_EMBED_KEYS,
-             "metadata_template": "{value}", "text_template": "{metadata_str}\n{content}"}
-_STANDARD_HEAD = json.dumps(_STANDARD, ensure_ascii=False)[:-1] + ","
-
-
-def node_payload_json(node: TextNode) -> str:
-    """A TextNode as the store keeps it: fields at their class default, the embedding (the point's vector)
-    and the fields every coderag node has (`_STANDARD`) left out, links reduced to id and type.
-    About 1.1 KB for a leaf instead of 2.8: a search decodes ~60 of them (50 us each instead of 105-180)."""
-    data = node.model_dump(mode="json", exclude_defaults=True, exclude={"embedding", "class_name"})
-    data["id_"] = node.node_id
-    for key, value in _STANDARD.items():
-        if key in data and data[key] == value:
-            del data[key]
-        else:
-            data[key] = getattr(node, key)  # a value not standard, or the class default: kept explicitly
-    rels = {}
-    for rel, info in node.relationships.items():
-        slim = [{"node_id": i.node_id, "node_type": i.node_type} for i in (info if isinstance(info, list) else [info])]
-        rels[rel.value] = slim if isinstance(info, list) else slim[0]
-    data["relationships"] = rels
-    return json.dumps(data, ensure_ascii=False)
-
-
-def payload_to_node(payload: dict) -> BaseNode:
-    """A stored payload back into its node, parsed and validated by pydantic-core from the JSON string."""
-    slim = payload.get(NODE_KEY)
-    if slim is not None:
-        return TextNode.model_validate_json(_STANDARD_HEAD + slim[1:])
-    if payload.get("_node_type", TextNode.class_name()) != TextNode.class_name():
-        return metadata_dict_to_node(payload)
-    return TextNode.model_validate_json(payload["_node_content"])
-
-
-def light_node(point_id: str, payload: dict) -> Optional[TextNode]:
-    """A leaf from its payload's text, metadata, document id and parent id (None for a point stored before
-    coderag kept the parent id there). The same node as the stored JSON but for the links to the previous
-    and next chunks, and cheaper to build than that JSON is to decode (one BM25 leg of 30 new hits on the
-    102k-chunk bench: 3.8-4.1 ms instead of 5.4-5.6, store query included).
-
-    Built as a copy of a template node with the payload's values put in, which pydantic does not validate
-    again: they are what `store_payload` wrote from a validated node. 10 us a node instead of 16 (probe;
-    A/B on the 102k-chunk bench: p50 28.9 ms instead of 29.5, mean 29.6 instead of 29.9); with `_copy`
-    instead of `model_copy`, 12.6 us instead of 19.4 in a later probe (both cores busy with another job).
-    Tests compare every light node with its stored node, field by field and with `==`."""
-    if PARENT_KEY not in payload:
-        return None
-    meta = dict(payload)
-    text, parent, doc = meta.pop(TEXT_KEY, ""), meta.pop(PARENT_KEY), meta.pop(DOC_ID_KEY, None)
-    start, end = meta.pop(CHARS_KEY, None) or (None, None)
-    rels = {}
-    if doc is not None:
-        rels[NodeRelationship.SOURCE] = _copy(_SOURCE, {"node_id": doc})
-    if parent:
-        rels[NodeRelationship.PARENT] = _copy(_PARENT, {"node_id": parent})
-    return _copy(_LIGHT, {
-        "id_": point_id, "text": text, "metadata": meta, "relationships": rels, "start_char_idx": start,
-        "end_char_idx": end, "excluded_embed_metadata_keys": list(NON_EMBED_KEYS),
-        "excluded_llm_metadata_keys": list(NON_EMBED_KEYS)})
-
-
-_new_object, _set_attr = object.__new__, object.__setattr__
-
-
-def _copy(template: Any, update: dict) -> Any:
-    """`template.model_copy(update=update)`, for templates without extra or private attributes (checked
-    below, where they are made): what pydantic's `__copy__` does for them, less its general case (a
-    `copy.copy` of each of three attributes and `hasattr` checks); a light node takes three copies."""
-    if not _PLAIN_TEMPLATES:
-        return template.model_copy(update=update)
-    m = _new_object(type(template))
-    d = template.__dict__.copy()
-    d.update(update)
-    _set_attr(m, "__dict__", d)
-    _set_attr(m, "__pydantic_extra__", None)
-    _set_attr(m, "__pydantic_fields_set__", template.__pydantic_fields_set__ | update.keys())
-    _set_attr(m, "__pydantic_private__", None)
-    return m
-
-
-# Templates of light_node: every field a light node does not set comes from these, as validated defaults.
-_LIGHT = TextNode(id_="", text="", **_STANDARD)
-_SOURCE = RelatedNodeInfo(node_id="", node_type=None)  # as the stored links are decoded: both fields set
-_PARENT = RelatedNodeInfo(node_id="", node_type=ObjectType.TEXT)
-_PLAIN_TEMPLATES = all(t.__pydantic_extra__ is None and getattr(t, "__pydantic_private__", None) is None
-                       for t in (_LIGHT, _SOURCE, _PARENT))
-
-
-def store_payload(node: BaseNode) -> dict:
-    """The payload a node is stored with: its metadata as filterable fields, the node itself (slim JSON for a
-    TextNode, LlamaIndex's `_node_content` for other types), its folders and its text (word-indexed)."""
-    payload = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
-    if type(node) is TextNode:
-        del payload["_node_content"]
-        payload[NODE_KEY] = node_payload_json(node)
-    payload[DIRS_KEY] = ancestor_dirs(node.metadata.get(FILE_PATH_KEY, ""))
-    payload[TEXT_KEY] = node.get_content()
-    payload.update(light_fields(node))
-    return payload
-
-
-def light_fields(node: BaseNode) -> dict:
-    """What a light node needs beside the text and the metadata the payload holds anyway."""
-    parent = node.parent_node
-    return {PARENT_KEY: parent.node_id if parent is not None else "",
-            CHARS_KEY: [node.start_char_idx, node.end_char_idx]}
