@@ -1,53 +1,31 @@
-"""Code-aware lexical terms for BM25: `getUserById`, `get_user_by_id` and "get user by id" meet."""
+"""Code-aware lexical terms for BM25: `getUserById`, `get_user_by_id` and "get user by id" meet.
+
+The terms are the index's sparse vectors: any change to what `CodeAnalyzer` returns changes every
+stored vector, so tests pin them. The stemmer and its cache belong to an analyzer instance (the
+store owns one); the module functions serve callers that hold none.
+"""
 
 from __future__ import annotations
 
+import functools
 import re
 import zlib
 from collections import Counter
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
-_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
+# The parts of one identifier: `HTTPServer2` -> HTTP, Server, 2; `get_user_by_id` -> get, user, by, id.
+IDENTIFIER_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 # BM25 term-frequency saturation (Lucene defaults); the IDF half is applied by the store at query time.
 BM25_K1 = 1.2
 BM25_B = 0.75
 DEFAULT_AVG_DOC_TERMS = 120.0
+DEFAULT_STEM_CACHE_SIZE = 200_000  # distinct words: a large repository's vocabulary, a few tens of MB at most
 
 
-_stem_cache: dict[str, str] = {}
-_stemmer = None
-
-
-def _stem(word: str) -> str:
-    global _stemmer
-    stem = _stem_cache.get(word)
-    if stem is None:
-        if _stemmer is None:
-            import Stemmer  # PyStemmer (C, Snowball): "retries" and "retry" meet
-
-            _stemmer = Stemmer.Stemmer("english")
-        stem = _stemmer.stemWord(word)
-        if len(_stem_cache) < 200_000:
-            _stem_cache[word] = stem
-    return stem
-
-
-def code_terms(text: str) -> list[str]:
-    """Lower-cased terms: every compound identifier whole, plus its camelCase/snake_case/digit parts, stemmed.
-
-    >>> code_terms("getUserById(user_id) retries")
-    ['getuserbyid', 'get', 'user', 'by', 'id', 'user_id', 'user', 'id', 'retri']
-    """
-    out: list[str] = []
-    for ident in _IDENT.findall(text):
-        parts = [p.lower() for p in _PARTS.findall(ident)]
-        low = ident.lower()
-        if len(parts) != 1 or parts[0] != low:
-            if len(low) > 1:
-                out.append(low)
-        out.extend(_stem(p) for p in parts if len(p) > 1)
-    return out
+def identifier_parts(name: str) -> list[str]:
+    """`getUserById` -> ["get", "User", "By", "Id"]; `user_id` -> ["user", "id"] (case kept)."""
+    return IDENTIFIER_PARTS.findall(name)
 
 
 def term_id(term: str) -> int:
@@ -55,16 +33,63 @@ def term_id(term: str) -> int:
     return zlib.crc32(term.encode("utf-8"))
 
 
+class CodeAnalyzer:
+    """Text -> BM25 terms and sparse vectors, with a Snowball stemmer and a cache of its words.
+
+    Examples:
+        >>> CodeAnalyzer().terms("getUserById(user_id) retries")
+        ['getuserbyid', 'get', 'user', 'by', 'id', 'user_id', 'user', 'id', 'retri']
+    """
+
+    def __init__(self, stem_cache_size: int = DEFAULT_STEM_CACHE_SIZE) -> None:
+        import Stemmer  # PyStemmer (C, Snowball): "retries" and "retry" meet
+
+        # An identifier's parts repeat across a repository: the cache saves most stemmer calls.
+        self.stem = functools.lru_cache(maxsize=stem_cache_size)(Stemmer.Stemmer("english").stemWord)
+
+    def terms(self, text: str) -> list[str]:
+        """Lower-cased terms: every compound identifier whole, plus its camelCase/snake_case/digit parts, stemmed."""
+        out: list[str] = []
+        stem = self.stem
+        for ident in IDENTIFIER.findall(text):
+            parts = [p.lower() for p in IDENTIFIER_PARTS.findall(ident)]
+            low = ident.lower()
+            if len(parts) != 1 or parts[0] != low:
+                if len(low) > 1:
+                    out.append(low)
+            out.extend(stem(p) for p in parts if len(p) > 1)
+        return out
+
+    def doc_sparse(self, text: str, avg_terms: float = DEFAULT_AVG_DOC_TERMS) -> tuple[list[int], list[float]]:
+        """BM25 term-frequency weights of a document; the store multiplies in the IDF."""
+        counts = Counter(term_id(t) for t in self.terms(text))
+        dl = sum(counts.values()) or 1
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * dl / avg_terms)
+        ids = sorted(counts)
+        return ids, [counts[i] * (BM25_K1 + 1) / (counts[i] + norm) for i in ids]
+
+    def query_sparse(self, text: str) -> tuple[list[int], list[float]]:
+        """Each distinct query term once, weight 1."""
+        ids = sorted({term_id(t) for t in self.terms(text)})
+        return ids, [1.0] * len(ids)
+
+
+@functools.cache
+def default_analyzer() -> CodeAnalyzer:
+    """One shared analyzer for the module functions below (made on first use: PyStemmer is imported then)."""
+    return CodeAnalyzer()
+
+
+def code_terms(text: str) -> list[str]:
+    """`CodeAnalyzer.terms` of the shared analyzer."""
+    return default_analyzer().terms(text)
+
+
 def doc_sparse(text: str, avg_terms: float = DEFAULT_AVG_DOC_TERMS) -> tuple[list[int], list[float]]:
-    """BM25 term-frequency weights of a document; the store multiplies in the IDF."""
-    counts = Counter(term_id(t) for t in code_terms(text))
-    dl = sum(counts.values()) or 1
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * dl / avg_terms)
-    ids = sorted(counts)
-    return ids, [counts[i] * (BM25_K1 + 1) / (counts[i] + norm) for i in ids]
+    """`CodeAnalyzer.doc_sparse` of the shared analyzer (the server-mode store's sparse function)."""
+    return default_analyzer().doc_sparse(text, avg_terms)
 
 
 def query_sparse(text: str) -> tuple[list[int], list[float]]:
-    """Each distinct query term once, weight 1."""
-    ids = sorted({term_id(t) for t in code_terms(text)})
-    return ids, [1.0] * len(ids)
+    """`CodeAnalyzer.query_sparse` of the shared analyzer."""
+    return default_analyzer().query_sparse(text)

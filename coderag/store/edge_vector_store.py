@@ -19,7 +19,7 @@ from llama_index.core.vector_stores.types import (
 
 from coderag.errors import ConfigError, IndexLockedError
 from coderag.nodes.keys import DIRS_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
-from coderag.nodes.lexical import doc_sparse, query_sparse
+from coderag.nodes.lexical import CodeAnalyzer
 from coderag.store.edge_filters import edge_condition, to_edge_filter
 from coderag.store.node_cache import DEFAULT_NODE_CACHE_SIZE, NodeCache
 from coderag.store.node_codec import (CHARS_KEY, DOC_ID_KEY, LEGACY_NODE_KEY, LIGHT_EXCLUDED_KEYS, NODE_FIELDS,
@@ -69,6 +69,7 @@ class EdgeVectorStore(BasePydanticVectorStore):
     # decode the payloads this cache misses. Every write clears it.
     _nodes: NodeCache = PrivateAttr(default_factory=lambda: NodeCache(DEFAULT_NODE_CACHE_SIZE))
     _sparse_doc_fn: Optional[Callable[[str], tuple[list[int], list[float]]]] = PrivateAttr(default=None)
+    _analyzer: CodeAnalyzer = PrivateAttr(default_factory=CodeAnalyzer)  # BM25 terms of points and queries
 
     @classmethod
     def class_name(cls) -> str:
@@ -127,7 +128,7 @@ class EdgeVectorStore(BasePydanticVectorStore):
         from qdrant_edge import Point, SparseVector, UpdateOperation
 
         self._invalidate()
-        sparse_fn = self._sparse_doc_fn or doc_sparse
+        sparse_fn = self._sparse_doc_fn or self._analyzer.doc_sparse
         ids: list[str] = []
         points = []
         for node in nodes:
@@ -335,7 +336,7 @@ class EdgeVectorStore(BasePydanticVectorStore):
         mode = query.mode
 
         def sparse_query():
-            ids, vals = query_sparse(query.query_str or "")
+            ids, vals = self._analyzer.query_sparse(query.query_str or "")
             return Query.Nearest(SparseVector(indices=ids, values=vals), using=SPARSE_VECTOR_NAME), bool(ids)
 
         if mode == VectorStoreQueryMode.SPARSE:
