@@ -50,8 +50,12 @@ What it prints:
 * RSS: this process after the warm runs (index open, model loaded), its query-embedding helper process
   (``retrieval.embed_process``), and the peak of the ``coderag search`` processes.
 
-The build runs in a child process (``--build-only``), so the measuring process's RSS is that of
-an open index, not of an indexer.
+``--corpus PATH``: a linked copy of a local folder instead of the sdists (nothing downloaded); with a small
+folder the whole benchmark runs in a minute or two, to check it end to end (its numbers say little).
+
+The build (eval/bench_corpus.py) runs in a child process (``--build-only``), so the measuring process's RSS
+is that of an open index, not of an indexer; it goes through ``CodeIndex.open`` and ``refresh`` as any
+other index update does, with the benchmark's chunk embedder for ``--fake-dense`` / ``--head-dense``.
 
 Usage::
 
@@ -60,40 +64,33 @@ Usage::
     python eval/bench_query.py --head-dense 64            # real-model vectors of each chunk's head (~40 min build)
     python eval/bench_query.py                           # real vectors for every chunk (hours on a laptop CPU)
     python eval/bench_query.py --index-root ~/.cache/coderag/bench/django-5.1.4   # an existing index, as is
+    python eval/bench_query.py --fake-dense --corpus ~/src/small-repo --queries 20 --cold 1   # a quick check
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import random
 import re
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
-import tempfile
 import time
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-PYPI_SIMPLE_URL = os.environ.get("CODERAG_PYPI_SIMPLE_URL", "https://pypi.org/simple")
+from coderag.nodes.keys import IS_LEAF_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
+from coderag.nodes.lexical import identifier_parts
+from coderag.eval.bench_corpus import (SOURCES, build, corpus_root, ensure_index, fetch_corpus, local_corpus,
+                                       peak_rss_mb)
+
 MIN_LEAF_CHUNKS = 50_000
 TARGET_P50_MS = 20.0
 TARGET_P95_MS = 60.0
-DIM = 384
-MARKER = "bench_query.json"
-# Bumped when what an index stores changes in a way queries feel (2: slim stored nodes; 3: light-node fields
-# in payloads), so an index built by an older coderag is brought up to date (in place, as `coderag index`
-# does) rather than measured as it is.
-STORE_FORMAT = 3
 WARMUP_QUERIES = 30
+DOCSTORE_NODES = "nodes/data"  # the KV collection KVDocumentStore(namespace="nodes") keeps nodes in (pipelines/stores.py)
 VARIANTS = {
     "hybrid": dict(retriever="hybrid"),
     "bm25": dict(retriever="bm25"),
@@ -120,263 +117,10 @@ COLD_QUERIES = ["where are database migrations applied", "QuerySet.select_relate
                 "get_object_or_404", "serialize a model instance to JSON"]
 
 
-@dataclass(frozen=True)
-class Sdist:
-    name: str
-    version: str
-    archive: str
-    sha256: str
-    subdirs: tuple[str, ...] = ()  # folders of the archive's top directory to index; () = all of it
-
-    @property
-    def key(self) -> str:
-        return f"{self.archive}:{self.sha256}:{','.join(self.subdirs)}"
-
-
-SOURCES = (
-    Sdist("django", "5.1.4", "Django-5.1.4.tar.gz",
-          "de450c09e91879fa5a307f696e57c851955c910a438a35e6b4c895e86bedc82a"),
-    Sdist("sqlalchemy", "2.0.36", "sqlalchemy-2.0.36.tar.gz",
-          "7f2767680b6d2398aea7082e45a774b2b0767b5c8d8ffb9c8b683088ea9b29c5", subdirs=("lib",)),
-)
-
-
-# -- corpus ---------------------------------------------------------------------------------------------
-
-def bench_dir() -> Path:
-    base = os.environ.get("CODERAG_CACHE_DIR")
-    return (Path(base).expanduser() if base else Path.home() / ".cache" / "coderag") / "bench" / "query"
-
-
-def _download(sd: Sdist, dest: Path) -> None:
-    """Find the archive on the PyPI simple index (JSON form) and download it."""
-    req = urllib.request.Request(f"{PYPI_SIMPLE_URL.rstrip('/')}/{sd.name}/",
-                                 headers={"Accept": "application/vnd.pypi.simple.v1+json",
-                                          "User-Agent": "coderag-bench"})
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        files = json.load(resp)["files"]
-    url = next((f["url"] for f in files if f["filename"] == sd.archive), None)
-    if url is None:
-        raise SystemExit(f"{sd.archive} is not listed on {PYPI_SIMPLE_URL}/{sd.name}/")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".part")
-    with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": "coderag-bench"}),
-                                timeout=600) as resp, tmp.open("wb") as out:
-        shutil.copyfileobj(resp, out)
-    tmp.replace(dest)
-
-
-def fetch_corpus(log) -> Path:
-    """Download, verify and extract every sdist into <cache>/corpus/<name>-<version>; return the corpus root."""
-    from coderag.eval.corpora import _sha256 as sha256_of  # the eval's own checksum helper
-
-    base = bench_dir()
-    corpus = base / "corpus"
-    corpus.mkdir(parents=True, exist_ok=True)
-    wanted = {f"{sd.name}-{sd.version}" for sd in SOURCES}
-    for old in corpus.iterdir():
-        if old.is_dir() and not old.name.startswith(".") and old.name not in wanted:
-            log(f"removing {old} (not in the corpus any more)")
-            shutil.rmtree(old)
-    for sd in SOURCES:
-        target = corpus / f"{sd.name}-{sd.version}"
-        stamp = base / "sources" / f"{sd.name}-{sd.version}"  # what the extracted folder holds
-        try:
-            if stamp.read_text() == sd.key and target.is_dir():
-                continue
-        except OSError:
-            pass
-        shutil.rmtree(target, ignore_errors=True)
-        archive = base / "archives" / sd.archive
-        if not archive.is_file() or sha256_of(archive) != sd.sha256:
-            log(f"downloading {sd.archive}")
-            _download(sd, archive)
-        if sha256_of(archive) != sd.sha256:
-            raise SystemExit(f"sha256 mismatch for {archive}: expected {sd.sha256}. Delete it and run again.")
-        log(f"extracting {sd.archive}")
-        tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=corpus))
-        try:
-            with tarfile.open(archive, "r:*") as tar:
-                members = [m for m in tar.getmembers() if (m.isfile() or m.isdir())
-                           and not m.name.startswith("/") and ".." not in Path(m.name).parts]
-                tar.extractall(tmp, members=members, filter="data")
-            (top,) = [p for p in tmp.iterdir()]
-            if sd.subdirs:
-                keep = tmp / "keep"
-                keep.mkdir()
-                for sub in sd.subdirs:
-                    (top / sub).rename(keep / sub)
-                top = keep
-            top.rename(target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        stamp.parent.mkdir(exist_ok=True)
-        stamp.write_text(sd.key)
-    return corpus
-
-
-# -- the cheap deterministic embedder ----------------------------------------------------------------------
-
-def hash_embedding_class():
-    """A LlamaIndex BaseEmbedding whose vector is a pure function of the text (seeded Gaussian, unit length)."""
-    import numpy as np
-    from llama_index.core.base.embeddings.base import BaseEmbedding
-
-    def vec(text: str) -> list[float]:
-        seed = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
-        v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
-        return (v / np.linalg.norm(v)).tolist()
-
-    class HashEmbedding(BaseEmbedding):
-        @classmethod
-        def class_name(cls) -> str:
-            return "HashEmbedding"
-
-        def _get_query_embedding(self, query: str) -> list[float]:
-            return vec(query)
-
-        async def _aget_query_embedding(self, query: str) -> list[float]:
-            return vec(query)
-
-        def _get_text_embedding(self, text: str) -> list[float]:
-            return vec(text)
-
-        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-            return [vec(t) for t in texts]
-
-    return HashEmbedding
-
-
-# -- build (child process) -------------------------------------------------------------------------------
-
-def head_embedding(settings, max_length: int):
-    """The real model through ONNX Runtime on every core, reading only the first `max_length` tokens."""
-    from coderag.nodes.onnx_embedding import OnnxEmbedding, export_onnx
-
-    model_dir = settings.model_dir()
-    onnx_file = export_onnx(model_dir)
-    if onnx_file is None:
-        raise SystemExit(f"--head-dense needs an ONNX export of {model_dir} (mean pooling), which failed")
-    return OnnxEmbedding(model_dir=str(model_dir), onnx_file=str(onnx_file), max_length=max_length,
-                         threads=os.cpu_count() or 1, embed_batch_size=settings.embedding.batch_size)
-
-
-def marker_of(fake_dense: bool, head_dense: int) -> dict:
-    """What an index was built with (`.coderag/bench_query.json`): rebuilt when it differs."""
-    marker = {"fake_dense": fake_dense, "sources": [s.key for s in SOURCES], "store_format": STORE_FORMAT}
-    if head_dense:
-        marker["head_dense"] = head_dense
-    return marker
-
-
-def corpus_root(corpus: Path, head_dense: int) -> Path:
-    """The folder to index: the corpus itself, or for --head-dense a hard-linked copy of it (same relative
-    paths, its own index), kept in step with the corpus's sources."""
-    if not head_dense:
-        return corpus
-    target = corpus.with_name(f"{corpus.name}-head{head_dense}")
-    stamp = corpus.parent / "sources" / target.name  # beside the sources' stamps, not in the indexed tree
-    want = "\n".join(s.key for s in SOURCES)
-    try:
-        if stamp.read_text() == want:
-            return target
-    except OSError:
-        pass
-    from coderag.nodes.ignore import INDEX_DIR_NAME
-
-    target.mkdir(exist_ok=True)
-    stamp.parent.mkdir(exist_ok=True)
-    for old in target.iterdir():
-        if old.name != INDEX_DIR_NAME:
-            shutil.rmtree(old) if old.is_dir() else old.unlink()
-    for top in corpus.iterdir():
-        if top.is_dir() and not top.name.startswith("."):
-            shutil.copytree(top, target / top.name, copy_function=os.link, symlinks=True)
-    stamp.write_text(want)
-    return target
-
-
-def build(root: Path, fake_dense: bool, head_dense: int = 0) -> None:
-    """Index `root` with the default settings through the normal ingestion pipeline; print one JSON line."""
-    from coderag.config import Settings
-    from coderag.lock import WriterLock
-    from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
-    from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, sync
-    from coderag.pipelines.migrations import upgrade_index
-    from coderag.store.state import IndexState
-
-    t0 = time.perf_counter()
-    settings = Settings()
-    idx = ensure_index_dir(root)
-    marker = marker_of(fake_dense, head_dense)
-    if fake_dense:
-        loader = lambda: hash_embedding_class()(embed_batch_size=settings.embedding.batch_size)  # noqa: E731
-    elif head_dense:
-        loader = lambda: head_embedding(settings, head_dense)  # noqa: E731
-    else:
-        loader = None
-    last = [0.0]
-
-    def progress(phase: str, done: int, total: int) -> None:
-        now = time.perf_counter()
-        if phase in ("files", "embed", "upgrade", "optimize") and (now - last[0] > 15 or phase == "optimize" or done == total):
-            last[0] = now
-            print(f"  [{now - t0:7.0f} s] {phase} {done}/{total}", file=sys.stderr, flush=True)
-
-    with WriterLock(idx / LOCK_NAME).acquire():
-        state = IndexState(idx / DB_NAME)
-        try:
-            changes = detect_changes(root, state, settings)
-            run = Ingestion(root, settings, state, progress, embed_loader=loader)
-            s = run.summary
-            s.files_seen, s.unchanged = len(changes.entries), changes.unchanged
-            sync(run, changes, fingerprint(settings), progress)
-            upgraded = upgrade_index(root, settings, state, progress)  # an index of an older coderag, in place
-            for what, n in upgraded.items():
-                print(f"  upgraded: {what}: {n}", file=sys.stderr)
-        finally:
-            state.close()
-    (idx / MARKER).write_text(json.dumps(marker) + "\n")
-    print(json.dumps({"files": s.files_seen, "indexed": s.indexed, "chunks": s.chunks, "nodes": s.nodes,
-                      "embedded": s.embedded, "seconds": round(time.perf_counter() - t0, 1),
-                      "peak_rss_mb": round(peak_rss_mb(), 0)}), flush=True)
-
-
-def ensure_index(root: Path, fake_dense: bool, log, head_dense: int = 0) -> Optional[dict]:
-    """Build the index in a child process unless a complete one with the same flag is there."""
-    from coderag.nodes.ignore import INDEX_DIR_NAME
-
-    idx = root / INDEX_DIR_NAME
-    want = marker_of(fake_dense, head_dense)
-    try:
-        have = json.loads((idx / MARKER).read_text())
-    except (OSError, ValueError):
-        have = None
-    if have == want:
-        return None
-    if have is not None and {**have, "store_format": STORE_FORMAT} == want:
-        log(f"upgrading {idx} (stored by an older coderag) in place")
-    else:
-        if idx.exists():
-            log(f"removing {idx} (built with other options, or unfinished)")
-            shutil.rmtree(idx)
-        kind = "fake" if fake_dense else f"head-{head_dense}-token" if head_dense else "real"
-        log(f"building the index of {root} ({kind} dense vectors); this takes a while")
-    cmd = [sys.executable, __file__, "--build-only"] + (["--fake-dense"] if fake_dense else [])
-    cmd += ["--head-dense", str(head_dense)] if head_dense else []
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"build failed (exit {proc.returncode})")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 # -- queries -----------------------------------------------------------------------------------------------
 
-_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-
-
 def other_spelling(name: str) -> str:
-    parts = [p.lower() for p in _PARTS.findall(name)]
+    parts = [p.lower() for p in identifier_parts(name)]
     if "_" in name.strip("_"):
         return parts[0] + "".join(p.title() for p in parts[1:])
     return "_".join(parts)
@@ -387,15 +131,14 @@ def make_queries(index, n: int, seed: int = 0) -> list[tuple[str, str]]:
     rng = random.Random(seed)
     names, sentences = set(), set()
     # Streamed from the docstore's table: loading every node as an object would cost GBs of RSS.
-    rows = index.state.conn.execute("SELECT value FROM kv WHERE collection = 'nodes/data' ORDER BY key")
-    for (value,) in rows:
-        data = json.loads(value)["__data__"]
+    for _, value in index.state.kv_items(DOCSTORE_NODES):
+        data = value["__data__"]
         m = data["metadata"]
-        if m.get("kind") in ("function", "method", "class") and m.get("symbol"):
-            name = m["symbol"].rsplit(".", 1)[-1]
-            if len(_PARTS.findall(name)) >= 2 and not name.startswith("test"):
+        if m.get(KIND_KEY) in ("function", "method", "class") and m.get(SYMBOL_KEY):
+            name = m[SYMBOL_KEY].rsplit(".", 1)[-1]
+            if len(identifier_parts(name)) >= 2 and not name.startswith("test"):
                 names.add(name)
-        if m.get("language") == "python" and m.get("is_leaf", True):
+        if m.get(LANGUAGE_KEY) == "python" and m.get(IS_LEAF_KEY, True):
             doc = re.search(r'"""([A-Z][a-z][^".\n]{20,90})[.\n]', data["text"])
             if doc:
                 sentences.add(doc.group(1).strip())
@@ -408,7 +151,7 @@ def make_queries(index, n: int, seed: int = 0) -> list[tuple[str, str]]:
         elif form == 1:
             queries.append(("other spelling", other_spelling(name)))
         else:
-            queries.append(("spaced words", " ".join(p.lower() for p in _PARTS.findall(name))))
+            queries.append(("spaced words", " ".join(p.lower() for p in identifier_parts(name))))
     nl = FIXED_NL_QUERIES + rng.sample(sentences, min(max(0, n - len(queries) - len(FIXED_NL_QUERIES)),
                                                       len(sentences)))
     queries += [("natural language", q) for q in nl]
@@ -416,10 +159,6 @@ def make_queries(index, n: int, seed: int = 0) -> list[tuple[str, str]]:
 
 
 # -- measurement -----------------------------------------------------------------------------------------
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
 
 def current_rss_mb(pid: Optional[int] = None) -> float:
     try:
@@ -456,11 +195,8 @@ def pct(values: list[float], p: float) -> float:
 
 def clear_query_caches(index) -> None:
     """Forget decoded nodes, file lines, block encodings and query vectors; keep the page cache and models."""
-    from coderag.postprocessors import lines, payload_cost
-
     index.vector_store.clear_node_cache()
-    lines.clear_cache()
-    payload_cost.clear_cache()
+    index.engine.clear_caches()  # the files read and the tokens counted
     getattr(index.embed_model, "clear_cache", lambda: None)()
 
 
@@ -486,8 +222,10 @@ def cold_runs(root: Path, queries: list[str]) -> list[tuple[float, float]]:
     out = []
     for q in queries:
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd + ["search", q, "--root", str(root), "--format", "xml"], capture_output=True,
-                              text=True)
+        # --no-daemon: this process opens the index itself, the cold path being measured (and no owner is
+        # left holding the index that the warm runs open next)
+        proc = subprocess.run(cmd + ["search", q, "--root", str(root), "--format", "xml", "--no-daemon"],
+                              capture_output=True, text=True)
         wall = (time.perf_counter() - t0) * 1000
         if proc.returncode != 0:
             raise SystemExit(f"coderag search failed: {proc.stderr[-2000:]}")
@@ -507,12 +245,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--index-root", metavar="PATH",
                     help="measure an existing index instead (a repository indexed with `coderag index`, e.g. the "
                          "Django index eval/bench_mcp.py builds with real vectors); nothing is downloaded or built")
+    ap.add_argument("--corpus", metavar="PATH",
+                    help="index a linked copy of this local folder (under the bench cache) instead of the pinned "
+                         "sdists: a small folder checks the benchmark end to end in a minute")
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.fake_dense and args.head_dense:
         ap.error("--fake-dense and --head-dense exclude each other")
     if args.head_dense < 0 or args.head_dense > 512:
         ap.error("--head-dense N: N between 1 and 512 tokens")
+    if args.index_root and args.corpus:
+        ap.error("--index-root and --corpus exclude each other")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
     def log(msg: str) -> None:
@@ -525,18 +268,23 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not (root / INDEX_DIR_NAME).is_dir():
             raise SystemExit(f"No index at {root}: run `coderag index {root}` first.")
     else:
-        root = corpus_root(fetch_corpus(log), args.head_dense)
+        corpus, keys = (local_corpus(Path(args.corpus)) if args.corpus else
+                        (fetch_corpus(log), [s.key for s in SOURCES]))
+        root = corpus_root(corpus, args.head_dense, keys)
         if args.build_only:
-            build(root, args.fake_dense, args.head_dense)
+            build(root, args.fake_dense, args.head_dense, keys)
             return 0
-        built = ensure_index(root, args.fake_dense, log, args.head_dense)
+        cmd = [sys.executable, __file__, "--build-only", *(["--fake-dense"] if args.fake_dense else []),
+               *(["--head-dense", str(args.head_dense)] if args.head_dense else []),
+               *(["--corpus", args.corpus] if args.corpus else [])]
+        built = ensure_index(root, args.fake_dense, args.head_dense, keys, cmd, log)
 
     print(f"coderag query benchmark: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
           f"Python {sys.version.split()[0]}")
     if args.index_root:
         print(f"index: an existing one at {root} (--index-root), its vectors as indexed")
     else:
-        print(f"corpus: {', '.join(f'{s.name} {s.version}' for s in SOURCES)} -> {root}")
+        print(f"corpus: {args.corpus or ', '.join(f'{s.name} {s.version}' for s in SOURCES)} -> {root}")
         kind = ("fake (hash of the text, --fake-dense); query embedding real" if args.fake_dense else
                 f"real model, each chunk's first {args.head_dense} tokens (--head-dense); query embedding real"
                 if args.head_dense else "real")

@@ -12,7 +12,7 @@ import sqlite3
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 
 SCHEMA_VERSION = "1"
 STATUS_INDEXED = "indexed"
@@ -320,6 +320,22 @@ class IndexState:
     def kv_get_all(self, collection: str) -> dict[str, dict]:
         rows = self.conn.execute("SELECT key, value FROM kv WHERE collection=?", (collection,))
         return {k: json.loads(v) for k, v in rows}
+
+    def kv_items(self, collection: str, page: int = 1000) -> Iterator[tuple[str, dict]]:
+        """Every (key, value) of a collection in key order, read `page` rows at a time: a docstore of
+        ~100k nodes streams in bounded memory, where `kv_get_all` would hold it all. Each page is read
+        under the lock; rows written meanwhile after the last key read are seen."""
+        last, op = "", ">="  # the first page from the smallest key on, then after the last key read
+        while True:
+            with self.lock:  # a range on the primary key: each page is an index seek, not a scan from the start
+                rows = self.conn.execute(f"SELECT key, value FROM kv WHERE collection=? AND key {op} ? ORDER BY key "
+                                         "LIMIT ?", (collection, last, page)).fetchall()
+            op = ">"
+            for key, value in rows:
+                yield key, json.loads(value)
+            if len(rows) < page:
+                return
+            last = rows[-1][0]
 
     @_locked
     def kv_delete(self, collection: str, key: str) -> bool:
