@@ -41,20 +41,3 @@ def find_surrogate(value: Any, name: str) -> Optional[str]:
             return problem
     return None
 
-
-def validation_message(exc) -> str:
-    """A pydantic ValidationError in words: 'argument: problem; ...' (its str() adds each input, error type and
-    a documentation URL, and a value error's text comes prefixed with 'Value error, ').
-
-    Examples:
-        >>> from pydantic import BaseModel, Field, ValidationError
-        >>> class M(BaseModel):
-        ...     n: int = Field(ge=1)
-        >>> try:
-        ...     M(n=0)
-        ... except ValidationError as exc:
-        ...     print(validation_message(exc))
-        n: Input should be greater than or equal to 1
-    """
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg'].removeprefix('Value error, ')}"
-                     for e in exc.errors())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import click
 
 from coderag.cli_eval import eval_command
-from coderag.errors import CodeRagError
+from coderag.errors import CodeRagError, IndexLockedError
 from coderag.lock import DEFAULT_WAIT_S
 
 
@@ -45,14 +46,29 @@ def _say(line: str) -> None:
     click.echo(line, err=True)
 
 
-def _run(fn, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except CodeRagError as exc:
-        raise click.ClickException(str(exc)) from exc
+class _Commands(click.Group):
+    """The one place the CLI renders the errors a user can fix: one line on stderr with the next step.
+
+    A CodeRagError (a RemoteError is the owner's, already in words) exits 1 with its message; bad search
+    options (a pydantic ValidationError here, or one the owner met) exit 2 worded by
+    coderag.errors.validation_text, as the MCP server's tool errors are. Anything else is a bug: traceback."""
+
+    def invoke(self, ctx: click.Context):
+        from coderag.errors import error_text
+
+        try:
+            return super().invoke(ctx)
+        except CodeRagError as exc:
+            if getattr(exc, "type", None) == "ValidationError":
+                raise click.UsageError(str(exc), ctx) from exc
+            raise click.ClickException(str(exc)) from exc
+        except ValueError as exc:
+            if type(exc).__name__ != "ValidationError":  # pydantic's, not imported at --help time
+                raise
+            raise click.UsageError(error_text(exc), ctx) from exc
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="coderag")
 def main() -> None:
     """coderag: local code retrieval for coding agents.
@@ -86,7 +102,7 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
     from coderag.paths import private_umask
     from coderag.pipelines.ingestion import index_repository
 
-    settings = _run(load_settings, path, config)
+    settings = load_settings(path, config)
     progress = IndexProgress()  # a rich bar on a terminal; one line per phase in a pipe or CI log
 
     def index_here(lock_wait: float = 0.0):
@@ -100,16 +116,16 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
             if client is not None:
                 pid = client.call("ping")["pid"]
                 client.close()
-                raise click.ClickException(f"A coderag server (pid {pid}) owns the index of {root}: stop it "
-                                           f'(its "coderag serve" or "coderag mcp"), then run --rebuild again.')
-            s = _run(index_here, wait)
+                raise IndexLockedError(f"A coderag server (pid {pid}) owns the index of {root}: stop it "
+                                       f'(its "coderag serve" or "coderag mcp"), then run --rebuild again.')
+            s = index_here(wait)
         else:  # a running owner (coderag serve / mcp) does the work when there is one, even one starting up
-            target = _run(owner_or_open, root, index_here, wait, _say, what="index")
+            target = owner_or_open(root, index_here, wait, _say, what="index")
             if isinstance(target, IndexClient):
                 from types import SimpleNamespace
 
                 try:
-                    s = SimpleNamespace(**_run(target.call, "refresh"))
+                    s = SimpleNamespace(**target.call("refresh"))
                 finally:
                     target.close()
                 s.chunks_per_s = s.chunks / s.seconds if s.seconds else 0.0
@@ -148,20 +164,23 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
 @click.option("--format", "fmt", type=click.Choice(["text", "xml", "json"]), default=None,
               help="Default: text on a terminal, xml otherwise.")
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="Settings file.")
+@click.option("--no-daemon", is_flag=True, help="Open the index in this process instead of starting a background "
+              "owner when none is running (also: CODERAG_NO_DAEMON=1).")
 @_wait_option
 def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str, ...], exact: bool,
            max_tokens: int, top_k: int | None, retriever: str, fmt: str | None, config: Path | None,
-           wait: float) -> None:
-    """Find the code that answers QUERY, with exact line ranges, within --max-tokens."""
-    from pydantic import ValidationError
+           no_daemon: bool, wait: float) -> None:
+    """Find the code that answers QUERY, with exact line ranges, within --max-tokens.
 
+    With no owner running, the first search starts one in the background (`coderag serve --idle-exit`,
+    service.idle_exit_s, 600 s by default) and the searches after it are answered warm."""
     from coderag.client import IndexClient, owner_or_open
     from coderag.config import load_settings
-    from coderag.paths import find_root, private_umask
+    from coderag.daemon import daemon_wanted, owner_for_search
+    from coderag.paths import private_umask
 
-    found = find_root(root)
-    if found is None:
-        raise click.ClickException(f'No index at or above {root.resolve()}. Run "coderag index {root}" first.')
+    found = _indexed_root(root)
+    settings = load_settings(found, config)
     fmt = fmt or ("text" if sys.stdout.isatty() else "xml")
     params = dict(file_pattern=file_pattern, keywords=list(keywords), requires_exact_match=exact,
                   max_tokens=max_tokens, top_k=top_k, retriever=retriever, format=fmt)
@@ -170,29 +189,25 @@ def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str
         # Deferred: LlamaIndex and the model load only when a search really runs here.
         from coderag.pipelines.code_index import CodeIndex
 
-        return CodeIndex.open(found, settings=load_settings(found, config), create=False)
+        return CodeIndex.open(found, settings=settings, create=False)
 
-    target = _run(owner_or_open, found, open_here, wait, _say, what="search")
+    target = None
+    if daemon_wanted(no_daemon):
+        target = owner_for_search(found, settings.service.idle_exit_s, wait, config, _say)
+    if target is None:
+        target = owner_or_open(found, open_here, wait, _say, what="search")
     if isinstance(target, IndexClient):  # the warm owner answers: no model load in this process
-        from coderag.client import RemoteError
         from coderag.postprocessors.payload import SearchResults
 
         try:
             res = SearchResults.from_dict(target.call("search", query=query, **params))
-        except RemoteError as exc:
-            raise (click.UsageError if exc.type == "ValidationError" else click.ClickException)(str(exc)) from exc
         finally:
             target.close()
     else:
         index = target
         try:
             with private_umask():  # a search may re-index changed files: the index's files only
-                res = _run(index.search, query, **params)
-        except ValidationError as exc:
-            from coderag.config import render_errors
-
-            raise click.UsageError(render_errors(exc, "search options").replace(
-                "Invalid settings in search options", "Invalid search options")) from exc
+                res = index.search(query, **params)
         finally:
             index.close()
     if fmt == "json":
@@ -209,6 +224,17 @@ def _root_for(path: Path) -> Path:
     return find_root(path) or path.resolve()
 
 
+def _indexed_root(path: Path) -> Path:
+    """The nearest indexed folder at or above `path` (like git), or IndexMissingError saying how to make one."""
+    from coderag.errors import IndexMissingError
+    from coderag.paths import find_root
+
+    found = find_root(path)
+    if found is None:
+        raise IndexMissingError(f'No index at or above {path.resolve()}. Run "coderag index {path}" first.')
+    return found
+
+
 @main.command()
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
               help="Repository (default: the current folder or its nearest indexed ancestor).")
@@ -222,42 +248,47 @@ def mcp(root: Path, config: Path | None, wait: float) -> None:
     """
     from coderag.config import load_settings
 
-    import coderag.client
-
     root = _root_for(root)
-    settings = _run(load_settings, root, config)
-    coderag.client.DEFAULT_WAIT_S = wait  # the server's handle connects later, on its own thread
+    settings = load_settings(root, config)
     from coderag.mcp_server import serve_stdio  # mcp SDK: imported only for this command
 
-    serve_stdio(root, settings)
+    serve_stdio(root, settings, wait=wait)  # the server's handle connects later, on its own thread
 
 
 @main.command()
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=".",
               help="Repository (default: the current folder or its nearest indexed ancestor).")
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="Settings file.")
+@click.option("--idle-exit", type=click.FloatRange(min=0), default=0, show_default=True, metavar="SECONDS",
+              help="Stop after this many seconds without a request and with no indexing under way; 0 = never. "
+                   "The owner a `coderag search` starts uses service.idle_exit_s.")
 @_wait_option
-def serve(root: Path, config: Path | None, wait: float) -> None:
+def serve(root: Path, config: Path | None, idle_exit: float, wait: float) -> None:
     """Own the index in the foreground: index what changed, watch the tree, answer other coderag processes."""
     import signal
+    import threading
 
     from coderag.client import IndexClient, owner_or_open
+    from coderag.daemon import wait_until_idle
     from coderag.config import load_settings
     from coderag.service import IndexService
 
     root = _root_for(root)
-    settings = _run(load_settings, root, config)
-    service = _run(owner_or_open, root, lambda: IndexService(root, settings).start(), wait, _say,
+    settings = load_settings(root, config)
+    service = owner_or_open(root, lambda: IndexService(root, settings).start(), wait, _say,
                    what="serve the index")
     if isinstance(service, IndexClient):
         pid = service.call("ping")["pid"]
         service.close()
-        raise click.ClickException(f"{root} is already served by another coderag process (pid {pid}); "
+        raise IndexLockedError(f"{root} is already served by another coderag process (pid {pid}); "
                                    "other commands use it. Stop it first to serve from here.")
-    click.echo(f"serving {root} on {service.socket_path} (pid {os.getpid()}); Ctrl-C to stop", err=True)
-    signal.signal(signal.SIGTERM, lambda *_: service._stop.set())
+    idle = f", stops after {idle_exit:g} s idle" if idle_exit else ""
+    click.echo(f"serving {root} on {service.socket_path} (pid {os.getpid()}{idle}); Ctrl-C to stop", err=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        service.wait()
+        if wait_until_idle(service, idle_exit, stop):
+            logging.getLogger("coderag.service").info("no request for %g s: the owner of %s stops", idle_exit, root)
     except KeyboardInterrupt:
         pass
     finally:
@@ -309,19 +340,18 @@ def status(path: Path) -> None:
     from collections import Counter
 
     from coderag.config import load_settings
-    from coderag.paths import DB_NAME, find_root, index_dir, tighten_index
+    from coderag.daemon import owner_pid
+    from coderag.paths import DB_NAME, index_dir, tighten_index
     from coderag.pipelines.changes import detect_changes
     from coderag.store.state import SEARCHABLE, IndexState
 
-    root = find_root(path)
-    if root is None:
-        raise click.ClickException(f'No index at or above {path.resolve()}. Run "coderag index {path}" first.')
+    root = _indexed_root(path)
     idx = index_dir(root)
     private = tighten_index(idx)  # an index written under a loose umask, or by an older coderag
     state = IndexState(idx / DB_NAME, readonly=True)
     try:
         counts = state.counts()
-        settings = _run(load_settings, root)
+        settings = load_settings(root)
         changes = detect_changes(root, state, settings)
         manifest = state.files()
         skipped = Counter(state.skip_counts()) + Counter(changes.skips.counts)  # read, and never opened
@@ -338,6 +368,9 @@ def status(path: Path) -> None:
     click.echo(f"model:       {fp.get('model', 'unknown')}")
     click.echo(f"last update: {last}")
     click.echo(f"permissions: {private.note()}")
+    pid = owner_pid(root)
+    click.echo("owner:       " + (f"pid {pid} (searches and updates go through it)" if pid else
+                                  "none (the next search starts one in the background)"))
     # Deleted: files the index holds chunks of. A gone file that was only ever skipped (it vanished while
     # a run read it, say) has nothing in the index to remove.
     deleted = [p for p in changes.removed if manifest[p].status in SEARCHABLE]

@@ -19,8 +19,6 @@ log = logging.getLogger("coderag.client")
 CONNECT_TIMEOUT_S = 2.0
 CALL_TIMEOUT_S = 600.0
 RETRY_S = 0.2
-# How long a command waits for another coderag process that holds the index (its --wait). `coderag mcp`
-# sets it from its own --wait: the MCP server opens its handle in the background, far from the CLI.
 T = TypeVar("T")
 
 
@@ -164,11 +162,15 @@ def connect(root: Path, settings=None, wait: Optional[float] = None, become_owne
 
 
 class IndexHandle:
-    """What `coderag mcp` talks to: the local owner or a client, re-connected (taking over) when the owner dies."""
+    """What `coderag mcp` talks to: the local owner or a client, re-connected (taking over) when the owner dies.
 
-    def __init__(self, root: Path, settings=None, **service_kwargs: Any) -> None:
+    `wait`: how long connecting waits for another process that holds the index (`coderag mcp --wait`);
+    it connects later, on the MCP server's own thread, so the wait travels with the handle."""
+
+    def __init__(self, root: Path, settings=None, wait: Optional[float] = None, **service_kwargs: Any) -> None:
         self.root = Path(root).resolve()
         self.settings = settings
+        self.wait = wait
         self._kwargs = service_kwargs
         self._target = None
         self._lock = threading.Lock()
@@ -176,7 +178,7 @@ class IndexHandle:
     def target(self):
         with self._lock:
             if self._target is None:
-                self._target = connect(self.root, self.settings, **self._kwargs)
+                self._target = connect(self.root, self.settings, wait=self.wait, **self._kwargs)
             return self._target
 
     @property

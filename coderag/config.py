@@ -89,6 +89,10 @@ class RetrievalSettings(_Section):
     report_non_code_weight: float = Field(default=0.5, ge=0.0, le=2.0, description="Score factor, for long queries, of docs, config and data files (a report is fixed in code).")
 
 
+class ServiceSettings(_Section):
+    idle_exit_s: float = Field(default=600.0, ge=0.0, description="A background owner that a `coderag search` starts (`coderag serve --idle-exit`) exits after this many seconds without a request and with no indexing under way; 0 = never.")
+
+
 class Settings(_Section):
     """Everything configurable, as read from qdrant.yaml."""
 
@@ -96,6 +100,7 @@ class Settings(_Section):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
 
     def model_dir(self) -> Path:
         """The embedding model folder: configured, or the bundled one."""
@@ -138,7 +143,7 @@ def load_settings(root: str | os.PathLike | None = None, config_path: str | os.P
         if not explicit and not _is_ours(data):
             continue  # someone else's qdrant.yaml
         if not isinstance(data, dict):
-            raise ConfigError(f"{path} must be a mapping with sections store/embedding/chunking/retrieval, not {type(data).__name__}.")
+            raise ConfigError(f"{path} must be a mapping with sections store/embedding/chunking/retrieval/service, not {type(data).__name__}.")
         try:
             return Settings.model_validate(data)
         except ValidationError as exc:

@@ -5,6 +5,9 @@
     ├── IndexLockedError      another process writes this index; the message names it
     ├── IndexMissingError     no index yet where one is needed; says which command builds it
     └── ModelLoadError        the embedding model cannot be loaded; says which path was tried
+
+A pydantic ValidationError (bad search options, from the CLI, an owner's socket or the MCP server) is
+worded by `validation_text`, the one rendering all three front ends show.
 """
 
 
@@ -26,3 +29,38 @@ class IndexMissingError(CodeRagError):
 
 class ModelLoadError(CodeRagError):
     """The configured embedding model could not be loaded."""
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:60]}... ({len(text)} characters)"
+
+
+def validation_text(exc, what: str = "search options") -> str:
+    """A pydantic ValidationError in one line of words: what was invalid, each argument, its problem and
+    the value given (pydantic's str() adds error types and a documentation URL per argument).
+
+    Examples:
+        >>> from pydantic import BaseModel, Field, ValidationError
+        >>> class M(BaseModel):
+        ...     n: int = Field(ge=1)
+        >>> try:
+        ...     M(n=0)
+        ... except ValidationError as exc:
+        ...     print(validation_text(exc))
+        Invalid search options: n: Input should be greater than or equal to 1 (got 0).
+    """
+    parts = []
+    for err in exc.errors():
+        where = ".".join(map(str, err["loc"])) or "request"
+        msg = err["msg"].removeprefix("Value error, ")
+        given = err.get("input")
+        shown = "" if isinstance(given, (dict, list)) or (isinstance(given, str) and given in msg) else \
+            f" (got {_shown(given)})"
+        parts.append(f"{where}: {msg}{shown}")
+    return f"Invalid {what}: " + "; ".join(parts) + "."
+
+
+def error_text(exc: BaseException) -> str:
+    """What a user is shown for `exc`: a ValidationError in words, anything else its message."""
+    return validation_text(exc) if type(exc).__name__ == "ValidationError" and hasattr(exc, "errors") else str(exc)

@@ -11,9 +11,9 @@ from mcp.server.mcpserver import Context, MCPServer  # this module is only impor
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
-from coderag.agent_text import validation_message
-from coderag.errors import CodeRagError
+from coderag.errors import CodeRagError, error_text
 from coderag.mcp_args import ArgumentCheck
+from coderag.paths import LOG_NAME, index_dir
 from coderag.pipelines.search_options import MAX_TOKENS_LIMIT, MIN_TOKENS
 
 log = logging.getLogger("coderag.mcp")
@@ -57,10 +57,10 @@ def _open(handle) -> None:
 
 
 @asynccontextmanager
-async def _lifespan(server, root: Path, settings) -> AsyncIterator[dict]:
+async def _lifespan(server, root: Path, settings, wait: Optional[float] = None) -> AsyncIterator[dict]:
     from coderag.client import IndexHandle
 
-    handle = IndexHandle(root, settings)
+    handle = IndexHandle(root, settings, wait=wait)
     # Opened in the background, so initialize is answered at once: a slow start (imports, or the lock of
     # a running `coderag index`, waited on for up to 30 s) must not trip the client's connection timeout.
     # Tool calls wait for it on the handle's lock.
@@ -71,8 +71,9 @@ async def _lifespan(server, root: Path, settings) -> AsyncIterator[dict]:
         handle.close()
 
 
-def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
-    """The MCPServer with its three tools, bound to the index of `root`.
+def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] = None) -> MCPServer:
+    """The MCPServer with its three tools, bound to the index of `root`. `wait`: seconds its first
+    connection waits for another process that holds the index (default coderag.lock.DEFAULT_WAIT_S).
 
     Examples:
         >>> server = build_server("path/to/repo")      # doctest: +SKIP
@@ -84,7 +85,7 @@ def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
 
     @asynccontextmanager
     async def lifespan(server):
-        async with _lifespan(server, root, settings) as ctx:
+        async with _lifespan(server, root, settings, wait) as ctx:
             yield ctx
 
     from importlib.metadata import version
@@ -94,14 +95,17 @@ def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
     mcp.middleware.append(checked)
 
     def call(ctx: Context, method: str, **params):
-        """Run a request on the index; errors the agent can fix come back as readable tool errors."""
+        """Run a request on the index; every failure comes back as a tool error in words (the SDK's own
+        answer to an unexpected exception is "Error executing tool X", with no reason)."""
         handle = ctx.request_context.lifespan_context["handle"]
         try:
             return handle.call(method, **params)
-        except ValidationError as exc:
-            raise ToolError(validation_message(exc)) from exc
-        except (ValueError, CodeRagError) as exc:
-            raise ToolError(str(exc)) from exc
+        except (ValidationError, ValueError, CodeRagError) as exc:  # the agent or the user can fix these
+            raise ToolError(error_text(exc)) from exc
+        except Exception as exc:
+            log.exception("%s failed", method)
+            raise ToolError(f"{method} failed: {type(exc).__name__}: {exc}. This is not something the arguments "
+                            f"can fix; the traceback is in {index_dir(handle.root) / LOG_NAME}.") from exc
 
     @mcp.tool(description=SEARCH_DESCRIPTION, structured_output=False)
     @checked.register
@@ -142,10 +146,10 @@ def build_server(root: "str | Path" = ".", settings=None) -> MCPServer:
     return mcp
 
 
-def serve_stdio(root: str | Path = ".", settings=None) -> None:
+def serve_stdio(root: str | Path = ".", settings=None, wait: Optional[float] = None) -> None:
     """Serve on stdin/stdout until stdin closes; every malformed line gets an answer (coderag/mcp_stdio.py)."""
     import anyio
 
     from coderag.mcp_stdio import run_stdio
 
-    anyio.run(run_stdio, build_server(root, settings))
+    anyio.run(run_stdio, build_server(root, settings, wait))
