@@ -19,6 +19,24 @@ from coderag.socket_server import SOCKET_NAME, bind, socket_path_for  # noqa: F4
 
 log = logging.getLogger("coderag.service")
 
+GC_YOUNG_THRESHOLD = 50_000  # net allocations between young collections in a resident owner
+
+
+def tune_gc_for_serving() -> None:
+    """For an owner process, after its warm-up: what is loaded by then (LlamaIndex, pydantic schemas, the
+    models' Python objects: about a million objects) lives as long as the process, so it is frozen out of
+    the cyclic GC, whose full passes over it paused searches for 200-500 ms every few hundred queries; and
+    the youngest generation is collected after 50,000 net allocations instead of 700 (a search holds ~2,000
+    young objects at once, so at 700 the collector ran mid-search about once every 4 searches and found no
+    garbage). Cyclic garbage waits longer, bounded by the threshold. Process-wide, so only an owner's entry
+    point asks for it (IndexService(tune_gc=True)), never a library call a notebook makes."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 10)
+
+
 OWNER_FILE = "owner.json"
 WATCH_FULL_SCAN_THRESHOLD = 300
 OPEN_WAIT_S = 300.0  # a request that reaches an owner still opening its index waits this long for it
@@ -54,11 +72,12 @@ class IndexService:
     """
 
     def __init__(self, root: str | Path, settings: Optional[Settings] = None, watch: bool = True,
-                 background: bool = True, serve: bool = True) -> None:
+                 background: bool = True, serve: bool = True, tune_gc: bool = False) -> None:
         self.root = Path(root).resolve()
         self.settings = settings or load_settings(self.root)
         self.index_dir = ensure_index_dir(self.root)
         self.watch, self.background, self.serve = watch, background, serve
+        self.tune_gc = tune_gc  # the owner process's own entry point: tune its GC after the warm-up
         self.index = None
         self._server = None
         self._stop = threading.Event()
@@ -93,7 +112,6 @@ class IndexService:
             lock.release()
             self._ready.set()  # requests already waiting fail at once (the index is None)
             raise
-        self.index.can_refresh = False  # search-time refreshes happen in search() below, never waiting
         self._ingest = self.index.ingest_lock
         counts = self.index.state.counts()
         self.dense_ready = self.index.state.get_meta("fingerprint") is not None and counts["pending_dense"] == 0
@@ -166,27 +184,16 @@ class IndexService:
     def _initial_index(self) -> None:
         """Bring the index up to date; on a first build, BM25 first so search works within seconds."""
         from coderag.nodes.file_roles import ROLES, file_role, source_first
-        from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, sync
         from coderag.store.state import STATUS_SPARSE
 
         idx = self.index
         try:
-            with self._ingest, private_umask():  # new shard segments and WAL pages: 0600
-                changes = detect_changes(self.root, idx.state, self.settings)
-                self.walk_skips = dict(changes.skips.counts)
-                # A first build is always BM25-first: even for a few files, loading the model takes seconds.
-                first_build = idx.state.counts()["files"] == 0
-                two_pass = (self.settings.store.mode == StoreMode.Embedded
-                            and (len(changes.candidates) > 20 or (first_build and changes.candidates)))
-                if two_pass:
-                    self.progress.update(phase="bm25", done=0, total=len(changes.candidates))
-                    run = Ingestion(self.root, self.settings, idx.state, self._progress, store=idx.vector_store,
-                                    docstore=idx.docstore, embed_loader=lambda: idx.document_embed_model, dense=False)
-                    sync(run, changes, fingerprint(self.settings), self._progress)
-                    idx._paths = None
-                else:
-                    self.progress.update(phase="indexing", done=0, total=len(changes.candidates))
-                    idx.refresh(progress=self._progress)
+            # Embedded store: BM25 first, so search works within seconds (even for a few files loading the
+            # model takes seconds); the changed files' vectors follow in the dense pass below.
+            two_pass = self.settings.store.mode == StoreMode.Embedded
+            self.progress.update(phase="bm25" if two_pass else "indexing", done=0, total=0)
+            summary = idx.refresh(progress=self._progress, dense=not two_pass)
+            self.walk_skips = dict(summary.skipped)
             # Dense pass over whatever is still BM25-only, in small steps so searches interleave.
             # Source files first, then tests, docs and examples: the dense leg helps the questions that
             # matter soonest while the rest is still answered by BM25.
@@ -238,23 +245,20 @@ class IndexService:
             self.index.warm_up()
         except Exception:
             log.exception("warm-up failed")
+        if self.tune_gc:
+            tune_gc_for_serving()
 
     def _densify(self, paths: list[str], role_of) -> None:
-        from coderag.pipelines.changes import changes_for_paths
-        from coderag.pipelines.ingestion import Ingestion, fingerprint, sync
+        def embedded_only(phase: str, done: int, total: int) -> None:
+            if phase != "files":  # a step's own file count is not the dense pass's
+                self._progress(phase, done, total)
 
-        idx = self.index
         done = 0
         for i in range(0, len(paths), DENSE_BATCH_FILES):
             if self._stop.is_set():
                 return
             part = paths[i:i + DENSE_BATCH_FILES]
-            with self._ingest, private_umask():
-                run = Ingestion(self.root, self.settings, idx.state, self._progress, store=idx.vector_store,
-                                docstore=idx.docstore, embed_loader=lambda: idx.document_embed_model, dense=True)
-                changes = changes_for_paths(self.root, idx.state, part)
-                changes.candidates = changes.entries  # same content, now with vectors
-                sync(run, changes, fingerprint(self.settings), None, force=True)
+            self.index.refresh(paths=part, progress=embedded_only, force=True)  # same content, now with vectors
             done += len(part)
             self.progress.update(done=done)
             for p in part:
@@ -268,7 +272,7 @@ class IndexService:
         if idx is None:
             return
         rules_changed = any(Path(r).name in IGNORE_FILE_NAMES for r in rels)
-        with self._ingest, private_umask():
+        with self._ingest:
             if idx is not self.index:
                 return
             t0 = time.perf_counter()
@@ -323,16 +327,7 @@ class IndexService:
                 return self._building(params, note)
             res = idx.search(**{**params, "retriever": "bm25"}, refresh=False, freshness=note)
         else:
-            res = idx.search(**params, refresh=False)
-            stale = {r.file_path for r in res if r.stale}
-            if stale and idx.settings_match() and self._ingest.acquire(blocking=False):
-                try:  # re-index the changed files before answering, when no other ingestion runs
-                    with private_umask():
-                        idx.refresh(paths=sorted(stale))
-                finally:
-                    self._ingest.release()
-                res = idx.search(**params, refresh=False,
-                                 freshness=f"refreshed {len(stale)} changed file(s) before answering")
+            res = idx.search(**params)  # changed files re-indexed first, unless the watcher is indexing
         for r in res:
             self._remember(r)
         for c in res.candidates:  # a candidate line's first expand_result shows its own lines
@@ -387,6 +382,7 @@ class IndexService:
                 "uptime_s": round(time.time() - self.started, 1)}
 
     def refresh(self, paths: Optional[list[str]] = None) -> dict:
-        with self._ingest, private_umask():
-            s = self.index.refresh(paths=paths)
-        return {k: v for k, v in s.__dict__.items() if k != "skip_items"} | {"skip_items": s.skip_items[:200]}
+        from dataclasses import asdict
+
+        summary = asdict(self.index.refresh(paths=paths))
+        return summary | {"skip_items": summary["skip_items"][:200]}

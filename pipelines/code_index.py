@@ -4,43 +4,17 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
-from collections import OrderedDict
+import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from coderag.config import Settings, StoreMode, load_settings
 from coderag.errors import IndexMissingError
 from coderag.lock import WriterLock
 from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir, find_root, index_dir, private_umask
-from coderag.pipelines.query import run_search
 from coderag.pipelines.search_options import SearchOptions
 from coderag.postprocessors.payload import SearchResults
 from coderag.store.state import SEARCHABLE, FileRecord, IndexState
-
-LINE_COUNTS_CACHE = 20_000  # files whose line token counts a process keeps (~1 KB each on the 100k-chunk bench)
-GC_YOUNG_THRESHOLD = 50_000  # net allocations between young collections in a warmed-up (resident) process
-_gc_lock = threading.Lock()
-_gc_users: "weakref.WeakSet[CodeIndex]" = weakref.WeakSet()  # warmed-up indexes not closed yet
-_gc_saved: list = []  # the process's thresholds, saved by the first of them
-
-
-def _tune_gc(index: "CodeIndex", on: bool) -> None:
-    """Search-friendly GC thresholds while at least one warmed-up index is open (see warm_up); the
-    process's own thresholds come back when the last of them closes, in whatever order they close."""
-    import gc
-
-    with _gc_lock:
-        if on and index not in _gc_users:
-            if not _gc_users:
-                _gc_saved[:] = [gc.get_threshold()]
-            _gc_users.add(index)
-            gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 10)
-        elif not on and index in _gc_users:
-            _gc_users.discard(index)
-            if not _gc_users and _gc_saved:
-                gc.set_threshold(*_gc_saved.pop())
-
 
 class CodeIndex:
     """An open index: search it, refresh it, or take its parts to build your own pipeline.
@@ -65,12 +39,14 @@ class CodeIndex:
         self._embed_model = None
         self._doc_embed_model = None
         self._storage_context = None
-        self._line_counts: OrderedDict = OrderedDict()  # (path, sha256, encoding) -> counts
-        self._line_lock = threading.Lock()
+        self._engine = None
         self._tokenizer = None
         self._paths: Optional[list[str]] = None
         # One ingestion at a time; searches never wait for it (the stores are safe to read meanwhile).
         self.ingest_lock = threading.RLock()
+        from coderag.pipelines.freshness import FileChecker
+
+        self.checker = FileChecker(root, state, self.ingest_lock)
 
     # -- lifecycle ------------------------------------------------------------------------------
     @classmethod
@@ -103,7 +79,6 @@ class CodeIndex:
         return index
 
     def close(self) -> None:
-        _tune_gc(self, False)
         stop = getattr(self._embed_model, "stop_process", None)
         if stop is not None:
             stop()
@@ -185,22 +160,47 @@ class CodeIndex:
         return self.settings.store.mode == StoreMode.Embedded
 
     @property
-    def retriever(self):
-        """The default retriever graph: weighted-RRF(dense, BM25) under bounded auto-merging."""
-        from coderag.pipelines.retriever_graph import build_retriever
+    def engine(self):
+        """The query pipeline (pipelines/query.py SearchEngine), built once and used by every search."""
+        if self._engine is None:
+            from coderag.pipelines.query import SearchEngine
+            from coderag.pipelines.retriever_graph import RetrieverGraph
+            from coderag.pipelines.stores import ParentReader
 
-        return build_retriever(self, SearchOptions(query="-"), {})
+            graph = RetrieverGraph(self.settings, self.vector_store, lambda: self.embed_model, self.storage_context,
+                                   parent_of=ParentReader(self.state), paths=self.indexed_paths,
+                                   text_filter=self.supports_text_filter)
+            self._engine = SearchEngine(self.root, self.settings, graph, self.tokenizer, self.checker,
+                                        self.other_locations_of)
+        return self._engine
+
+    @property
+    def retriever(self):
+        """The retriever graph: weighted-RRF(dense, BM25, the files a report names) under bounded auto-merging."""
+        return self.engine.graph.merging
 
     @property
     def dense_retriever(self):
-        from coderag.pipelines.retrievers import DenseRetriever  # the dense leg alone
-        return DenseRetriever(self.vector_store, self.embed_model, self.settings.retrieval.dense_top_k)
+        """The dense leg alone."""
+        from coderag.pipelines.search_request import DENSE
+
+        return self.engine.graph.legs[DENSE]
 
     @property
     def bm25_retriever(self):
         """BM25 over the store's sparse vectors with the code-aware tokenizer."""
-        from coderag.pipelines.retrievers import SparseRetriever
-        return SparseRetriever(self.vector_store, self.settings.retrieval.sparse_top_k)
+        from coderag.pipelines.search_request import BM25
+
+        return self.engine.graph.legs[BM25]
+
+    @property
+    def tokenizer(self):
+        """PayloadTokenizer: counts payload tokens (cl100k) and keeps what it counted, with the stored line counts."""
+        if self._tokenizer is None:
+            from coderag.postprocessors.tokenizer import PayloadTokenizer
+
+            self._tokenizer = PayloadTokenizer(self.state.line_tokens_of)
+        return self._tokenizer
 
     @property
     def ingestion_pipeline(self):
@@ -214,25 +214,34 @@ class CodeIndex:
         return RetrieverQueryEngine.from_args(self.retriever, llm=llm, **kwargs)
 
     # -- work -----------------------------------------------------------------------------------
-    def _ingestion(self, progress=None):
+    def _ingestion(self, progress=None, dense: bool = True):
         from coderag.pipelines.ingestion import Ingestion
 
         return Ingestion(self.root, self.settings, self.state, progress, store=self.vector_store,
-                         docstore=self.docstore, embed_loader=lambda: self.document_embed_model)
+                         docstore=self.docstore, embed_loader=lambda: self.document_embed_model, dense=dense)
 
-    def refresh(self, paths: Optional[Sequence[str]] = None, progress=None):
-        """Index what changed: the whole tree, or only `paths` (relative POSIX paths). Returns an IndexSummary."""
+    def refresh(self, paths: Optional[Sequence[str]] = None, progress=None, dense: bool = True,
+                force: bool = False):
+        """Index what changed: the whole tree, or only `paths` (relative POSIX paths). Returns an IndexSummary.
+
+        The one way an index is updated (the CLI, the owner's first build, its watcher and dense pass, the
+        benchmarks). It refuses, with the `--rebuild` hint, an index built with another model or chunking.
+        `dense=False` writes BM25 only (the owner's first pass: searchable at once; vectors follow with
+        `dense=True, force=True` over the same paths, which re-indexes them even though they are unchanged).
+        """
         from coderag.pipelines.changes import changes_for_paths, detect_changes
         from coderag.pipelines.ingestion import fingerprint, sync
 
-        with self.ingest_lock:
-            run = self._ingestion(progress)
+        with self.ingest_lock, private_umask():  # new shard segments and WAL pages: 0600
+            run = self._ingestion(progress, dense)
             changes = (changes_for_paths(self.root, self.state, list(paths)) if paths is not None
                        else detect_changes(self.root, self.state, self.settings))
+            if force:
+                changes.candidates = changes.entries  # the same content, indexed again
             s = run.summary
             s.files_seen, s.unchanged = len(changes.entries), changes.unchanged
             s.skipped, s.skip_items = dict(changes.skips.counts), list(changes.skips.items)  # what the walk left
-            sync(run, changes, fingerprint(self.settings), progress)
+            sync(run, changes, fingerprint(self.settings), progress, force=force)
             self._paths = None
             return s
 
@@ -241,6 +250,11 @@ class CodeIndex:
                retriever: str = "hybrid", auto_merge: bool = True, merge_adjacent: bool = True,
                format: str = "xml", refresh: bool = True, freshness: Optional[str] = None) -> SearchResults:
         """Search the index. Returns SearchResults (a list of SearchResult plus `.to_xml()`, `.to_json()`).
+
+        With `refresh`, files found changed since indexing are re-indexed and the search runs again, when
+        they are few (`retrieval.freshness_max_files`) and no other thread is indexing (a search never waits
+        for one); otherwise results from them are flagged stale. `freshness` overrides the payload's
+        freshness note.
 
         Examples:
             >>> res = index.search("getUserById", file_pattern="src/**/*.ts")   # doctest: +SKIP
@@ -252,7 +266,18 @@ class CodeIndex:
                              retriever=retriever, auto_merge=auto_merge, merge_adjacent=merge_adjacent, format=format)
         if self.state.get_meta("fingerprint") is None:
             raise IndexMissingError(f'Index at {index_dir(self.root)} is empty. Run "coderag index {self.root}" first.')
-        return run_search(self, opts, refresh=refresh, freshness=freshness)
+        res, stale = self.engine.search(opts, freshness)
+        if (stale and refresh and len(stale) <= self.settings.retrieval.freshness_max_files
+                and self.settings_match() and self.ingest_lock.acquire(blocking=False)):
+            try:
+                t0 = time.perf_counter()
+                self.refresh(paths=sorted(stale))
+                refresh_ms = (time.perf_counter() - t0) * 1000
+            finally:
+                self.ingest_lock.release()
+            res, _ = self.engine.search(opts, f"refreshed {len(stale)} changed file(s) before answering")
+            res.timings["refresh_ms"] = refresh_ms
+        return res
 
     def settings_match(self) -> bool:
         """Whether the index was built with the current model and chunking, so `refresh` may write to it."""
@@ -260,9 +285,7 @@ class CodeIndex:
 
         return self.state.get_meta("fingerprint") in (None, fingerprint(self.settings))
 
-    # -- helpers used by the query pipeline -------------------------------------------------------
-    can_refresh = True
-
+    # -- what the index holds ---------------------------------------------------------------------------
     def indexed_paths(self) -> list[str]:
         """Files searchable now, those of a first build's BM25-only pass included (`file_pattern` selects
         from these: leaving them out answered a filtered search with nothing until the dense pass ended)."""
@@ -275,126 +298,42 @@ class CodeIndex:
         return {p for p, rec in self.check_files(paths).items() if rec is None}
 
     def check_files(self, paths: Iterable[str]) -> dict[str, Optional[FileRecord]]:
-        """Each of `paths` -> its manifest row if the file on disk is the content indexed (same size and
-        mtime, or else the same hash), None if it changed, is gone or is not indexed."""
-        from coderag.nodes.scan import hash_file
-
-        paths = list(dict.fromkeys(paths))
-        records = self.state.files_of(paths)
-        root = str(self.root)  # plain strings: a search checks ~40 files, and Path joins cost more than stat
-        out: dict[str, Optional[FileRecord]] = {}
-        for p in paths:
-            rec = records.get(p)
-            full = os.path.join(root, p)
-            try:
-                st = os.stat(full)
-            except OSError:
-                rec = None
-            else:
-                if rec is not None and (rec.size != st.st_size or rec.mtime_ns != st.st_mtime_ns):
-                    if hash_file(full) != rec.sha256:
-                        rec = None
-            out[p] = rec
-        return out
-
-    def line_tokens(self, files: Mapping[str, str], encoding: str) -> dict[str, Any]:
-        """Stored token counts of lines (postprocessors/line_tokens.py) for `files` (path -> sha256 of the
-        content wanted), where they were counted from that content in `encoding`. Kept in memory by
-        (path, sha256); `warm_up` preloads them."""
-        from array import array
-
-        out, missing = {}, []
-        with self._line_lock:
-            for path, sha in files.items():
-                hit = self._line_counts.get((path, sha, encoding))
-                if hit is not None:
-                    out[path] = hit
-                else:
-                    missing.append(path)
-        if missing:
-            found = {}
-            for path, (sha, blob) in self.state.line_tokens_of(missing, encoding).items():
-                if sha == files[path]:
-                    found[(path, sha, encoding)] = out[path] = array("I", blob)
-            self._cache_line_tokens(found)
-        return out
-
-    def _cache_line_tokens(self, entries: dict) -> None:
-        with self._line_lock:
-            for key, counts in entries.items():
-                self._line_counts[key] = counts
-                self._line_counts.move_to_end(key)
-            while len(self._line_counts) > LINE_COUNTS_CACHE:
-                self._line_counts.popitem(last=False)
-
-    def other_locations(self, node_id: str) -> list[str]:
-        """Where else the same chunk is (`path:start-end`): copies deduplicated at indexing."""
-        return self.other_locations_of([node_id]).get(node_id, [])
+        """Each of `paths` -> its manifest row if the file on disk is the content indexed, None if not."""
+        return self.checker.check(paths)
 
     def other_locations_of(self, node_ids: Iterable[str]) -> dict[str, list[str]]:
-        """`other_locations` of many nodes (one query); nodes without copies are left out."""
+        """Where else each of these chunks is (`path:start-end`): copies deduplicated at indexing; nodes
+        without copies are left out."""
         return {nid: [f"{p}:{s}-{e}" for p, s, e in locs]
                 for nid, locs in self.state.other_locations_of(node_ids).items()}
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` as payload budgets count them (cl100k, as LlamaIndex counts by default)."""
+        return self.tokenizer.count(text)
+
     def warm_up(self) -> None:
         """Load what a first search would otherwise pay for: the query model, the tokenizer and its
-        token-width table, the store's files in the OS page cache, and one search's imports; and start the
-        query-embedding helper process (`retrieval.embed_process`; `close()` stops it). For resident
-        processes (the owner service, notebooks); a one-shot CLI search does not call it. It also tunes
-        the process's cyclic garbage collector for searches (see the end of this method); the process's
-        own thresholds come back when the last warmed-up index is closed.
+        token-width table, the stored line counts, the store's files in the OS page cache, and one search's
+        imports; and start the query-embedding helper process (`retrieval.embed_process`; `close()` stops
+        it). For resident processes (the owner service, notebooks); a one-shot CLI search does not call it.
 
         Examples:
             >>> index = CodeIndex.open("."); index.warm_up()                     # doctest: +SKIP
         """
-        from coderag.postprocessors.payload_cost import token_widths
+        from array import array
+
+        from coderag.postprocessors.tokenizer import LINE_COUNTS_FILES
 
         self.embed_model.get_query_embedding("warm up")
         start = getattr(self.embed_model, "start_process", None)
         if start is not None and self.settings.retrieval.embed_process:
             start()
-        self.count_tokens("warm up")
-        enc = self.tiktoken_encoding
-        if enc is not None:
-            from array import array
-
-            token_widths(enc)
-            self._cache_line_tokens({(path, sha, enc.name): array("I", blob) for path, sha, blob
-                                     in self.state.current_line_tokens(enc.name, LINE_COUNTS_CACHE)})
+        tok = self.tokenizer
+        tok.widths()
+        tok.keep_line_counts({(path, sha): array("I", blob) for path, sha, blob
+                              in self.state.current_line_tokens(tok.name, LINE_COUNTS_FILES)})
         self.state.files_of(())  # reads the manifest into memory (IndexState keeps it for its one writer)
         warm = getattr(self.vector_store, "warm_page_cache", None)
         if warm is not None:
             warm()
         self.search("warm up", max_tokens=200, refresh=False)  # the modules and objects a search builds
-        # Everything loaded so far (LlamaIndex, pydantic schemas, the models' Python objects: about a million
-        # objects) is long-lived: frozen out of the cyclic GC, whose full passes over it paused searches
-        # for 200-500 ms every few hundred queries (measured with gc.callbacks on the 102k-leaf bench).
-        # Then the youngest generation is collected after 50,000 net allocations instead of 700. A search
-        # holds ~2,000 young objects at once (candidates, their metadata), so at 700 the collector ran
-        # mid-search about once every 4 searches, traversing them all and finding no garbage, in pauses of
-        # 2-37 ms (gc.callbacks, 300 new queries on the 102k-leaf bench: 85 passes, 311 ms, 0 collected);
-        # at 50,000 it did not run once in those 300 searches. Cyclic garbage waits longer, and is
-        # bounded by the threshold. A/B in one process: p50 27.1 vs 28.8 ms, p95 34.0 vs 37.6.
-        import gc
-
-        gc.collect()
-        gc.freeze()
-        _tune_gc(self, True)  # put back by close()
-
-    def count_tokens(self, text: str) -> int:
-        """Tokens of `text` for LlamaIndex's global tokenizer (tiktoken cl100k from the cache llama-index ships)."""
-        if self._tokenizer is None:
-            from llama_index.core.utils import get_tokenizer
-
-            self._tokenizer = get_tokenizer()
-        return len(self._tokenizer(text))
-
-    @property
-    def tiktoken_encoding(self) -> Any:
-        """The tiktoken Encoding behind `count_tokens`, or None when the global tokenizer is something else
-        (then packing counts line by line through `count_tokens`)."""
-        self.count_tokens("")
-        enc = getattr(getattr(self._tokenizer, "func", None), "__self__", None)
-        keywords = getattr(self._tokenizer, "keywords", None)
-        ok = type(enc).__name__ == "Encoding" and hasattr(enc, "decode_single_token_bytes")  # token_widths
-        return enc if ok and keywords == {"allowed_special": "all"} else None

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, TESTS, file_role
 from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY
 from coderag.nodes.symbols import chunk_defines, defines_symbol
-from coderag.pipelines.retrievers import DenseRetriever, retrieve_nodes
+from coderag.pipelines.retrievers import DenseRetriever
+from coderag.pipelines.search_request import SearchRequest, as_request
 
 DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
 DEFAULT_DEFINITION_BOOST = 0.5
@@ -64,122 +67,127 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
     keys results by node id, boosts results that contain the query's keywords, and boosts the
     definitions of identifiers the query spells exactly (so `getUserById` ranks the function of that
     name above `get_user_by_id`, which the two legs would otherwise tie in RRF, and above its callers).
+
+    Built once per index over its named legs (pipelines/search_request.py: dense, bm25, named); a request
+    says which legs run, its keywords and, for a long report, its reading. The weights of the legs that
+    run are normalised per request, as core normalises the weights it is given. `prepare(text)` turns a
+    plain QueryBundle into a request (a notebook's `retrieve("...")` reads a long report as a search does).
     """
 
-
-    def __init__(self, *args: Any, rrf_k: float = DEFAULT_RRF_K, keywords: Sequence[str] = (),
+    def __init__(self, legs: Dict[str, BaseRetriever], weights: Dict[str, float], *, rrf_k: float = DEFAULT_RRF_K,
                  keyword_boost: float = 0.5, definition_boost: float = DEFAULT_DEFINITION_BOOST,
-                 tests_docs_weight: float = 1.0, identifiers: Optional[Sequence[str]] = None,
-                 noise_weight: float = 1.0, non_code_weight: float = 1.0, file_evidence: float = 0.0, timings: Optional[Dict[str, float]] = None,
-                 while_embedding: Optional[Callable[[List[NodeWithScore]], None]] = None,
-                 **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._tests_docs_weight = tests_docs_weight
-        # A long report's reading names the functions of its traceback: their definitions are boosted, not
-        # those of every compound word it pastes. None: the identifiers the query spells.
-        self._identifiers = list(identifiers) if identifiers is not None else None
-        self._noise_weight = noise_weight  # issue templates, changelogs: what a report matches but never fixes
-        self._non_code_weight = non_code_weight  # docs, config and data files, for a report (fixed in code)
-        self._file_evidence = file_evidence  # share of a file's other hits added to each of its chunks
-        self._rrf_k = rrf_k
-        self._keywords = list(keywords)
-        self._keyword_boost = keyword_boost
-        self._definition_boost = definition_boost
-        self.timings = timings if timings is not None else {}
-        # Work on the other legs' results that the caller wants done while a helper process embeds the query
-        # (run_search checks their files): time the main thread would otherwise spend waiting.
-        self._while_embedding = while_embedding
+                 tests_docs_weight: float = 1.0, noise_weight: float = 1.0, non_code_weight: float = 1.0,
+                 file_evidence: float = 0.0, similarity_top_k: int = 20,
+                 prepare: Optional[Callable[[QueryBundle], SearchRequest]] = None) -> None:
+        from llama_index.core.llms import MockLLM
 
-    def _run_sync_queries(self, queries: List[QueryBundle]) -> Dict[Tuple[str, int], List[NodeWithScore]]:
-        """The dense legs' query embeddings start first, in the embedding model's helper process when it
-        runs one (`OnnxEmbedding.start_process`), then the other legs run here, then the dense legs with
-        the vectors, which are ready by then: the embedding costs no wall time. Without a helper the legs
+        # An LLM it never calls (one query, no rewriting), given so that core does not resolve `Settings.llm`
+        # (OpenAI by default: an ImportError offline).
+        super().__init__(list(legs.values()), llm=MockLLM(), mode="reciprocal_rerank", num_queries=1,
+                         use_async=False, similarity_top_k=similarity_top_k,
+                         retriever_weights=[weights[name] for name in legs])
+        self.legs, self.weights = dict(legs), dict(weights)
+        self.tests_docs_weight = tests_docs_weight
+        self.noise_weight = noise_weight  # issue templates, changelogs: what a report matches but never fixes
+        self.non_code_weight = non_code_weight  # docs, config and data files, for a report (fixed in code)
+        self.file_evidence = file_evidence  # share of a file's other hits added to each of its chunks
+        self.rrf_k = rrf_k
+        self.keyword_boost = keyword_boost
+        self.definition_boost = definition_boost
+        self.prepare = prepare or as_request
+
+    def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        req = query_bundle if isinstance(query_bundle, SearchRequest) else self.prepare(query_bundle)
+        results = self.run_legs(req)
+        return self.fuse(results, req)[: req.top_k or self.similarity_top_k]
+
+    def run_legs(self, req: SearchRequest) -> Dict[str, List[NodeWithScore]]:
+        """The dense leg's query embedding starts first, in the embedding model's helper process when it
+        runs one (`OnnxEmbedding.start_process`), then the other legs run here, then the dense leg with
+        the vector, which is ready by then: the embedding costs no wall time. Without a helper the legs
         run one after the other. (Not threads: qdrant-edge holds the GIL while it searches and the
         embedding needs it around its ONNX call, so on 2 cores a worker thread slowed both legs down; one
         probe measured the embedding at 8 ms on a thread instead of 4.3, see embed_process.py.)"""
-        pending: Dict[Tuple[str, int], Any] = {}
-        for q in queries:
-            for i, r in enumerate(self._retrievers):
-                if isinstance(r, DenseRetriever) and q.embedding is None:
-                    pending[(q.query_str, i)] = r.start_embedding(r.text_of(q))
-        results: Dict[Tuple[str, int], List[NodeWithScore]] = {}
+        legs = {name: r for name, r in self.legs.items() if name in req.legs}
+        pending: Dict[str, Any] = {}
+        for name, r in legs.items():
+            if isinstance(r, DenseRetriever) and req.embedding is None:
+                pending[name] = r.start_embedding(r.text_of(req))
+        results: Dict[str, List[NodeWithScore]] = {}
         try:
-            for q in queries:
-                for i, r in enumerate(self._retrievers):
-                    if (q.query_str, i) not in pending:
-                        results[(q.query_str, i)] = retrieve_nodes(r, q)
-            if self._while_embedding is not None and any(
-                    getattr(p, "where", None) == "helper" for p in pending.values()):
-                self._while_embedding([n for nodes in results.values() for n in nodes])
+            for name, r in legs.items():
+                if name not in pending:
+                    results[name] = r.retrieve(req)
+            if req.while_embedding is not None and any(getattr(p, "where", None) == "helper" for p in pending.values()):
+                req.while_embedding([n for nodes in results.values() for n in nodes])
         except BaseException:
             for p in pending.values():
                 if p is not None:
                     p.cancel()  # a helper's answer is read, so the next search does not get it
             raise
-        embeddings = {key: self._embedding(p) for key, p in pending.items() if p is not None}
-        for q in queries:
-            for i, r in enumerate(self._retrievers):
-                if (q.query_str, i) in pending:
-                    emb = embeddings.get((q.query_str, i))
-                    bundle = QueryBundle(q.query_str, embedding=emb) if emb else q
-                    results[(q.query_str, i)] = retrieve_nodes(r, bundle)
+        for name, p in pending.items():
+            emb = self._embedding(p, req) if p is not None else None
+            results[name] = legs[name].retrieve(replace(req, embedding=emb) if emb else req)
         return results
 
-    def _embedding(self, pending: Any) -> List[float]:
+    @staticmethod
+    def _embedding(pending: Any, req: SearchRequest) -> List[float]:
         t0 = time.perf_counter()
         vec = pending.result()
-        self.timings["embed_ms"] = pending.compute_ms
-        self.timings["embed_wait_ms"] = (time.perf_counter() - t0) * 1000
+        req.timings["embed_ms"] = pending.compute_ms
+        req.timings["embed_wait_ms"] = (time.perf_counter() - t0) * 1000
         return vec
 
-    def _reciprocal_rerank_fusion(self, results: Dict[Tuple[str, int], List[NodeWithScore]]) -> List[NodeWithScore]:
+    def fuse(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> List[NodeWithScore]:
+        """Weighted RRF of the legs' rankings, then the request's boosts and damping."""
         t0 = time.perf_counter()
+        total_weight = sum(self.weights[name] for name in results) or 1.0
         fused: Dict[str, float] = {}
         by_id: Dict[str, NodeWithScore] = {}
-        for (_, idx), nodes in results.items():
-            w = self._retriever_weights[idx]
+        for name, nodes in results.items():
+            w = self.weights[name] / total_weight
             for rank, nws in enumerate(sorted(nodes, key=lambda x: x.score or 0.0, reverse=True)):
                 nid = nws.node.node_id
                 by_id.setdefault(nid, nws)
-                fused[nid] = fused.get(nid, 0.0) + w / (rank + self._rrf_k)
-        if self._keywords:
+                fused[nid] = fused.get(nid, 0.0) + w / (rank + self.rrf_k)
+        if req.keywords:
             for nid, nws in by_id.items():
                 text = nws.node.get_content()
-                hits = sum(1 for k in self._keywords if k in text)
-                fused[nid] *= 1.0 + self._keyword_boost * hits / len(self._keywords)
-        if self._identifiers is not None:
+                hits = sum(1 for k in req.keywords if k in text)
+                fused[nid] *= 1.0 + self.keyword_boost * hits / len(req.keywords)
+        report = req.reading is not None
+        if report:
             # A report's reading ranks the names it points at: the boost of a chunk is that of the most
             # telling name it defines (1, 1/2, 1/3 ... of `definition_boost`).
+            names = req.reading.definitions
             for nid, nws in by_id.items():
                 meta = nws.node.metadata
-                rank = next((i for i, name in enumerate(self._identifiers) if chunk_defines(meta, name)), None)
+                rank = next((i for i, name in enumerate(names) if chunk_defines(meta, name)), None)
                 if rank is not None:
-                    fused[nid] *= 1.0 + self._definition_boost / (rank + 1)
+                    fused[nid] *= 1.0 + self.definition_boost / (rank + 1)
         else:
-            idents = [i for q in dict.fromkeys(q for q, _ in results) for i in query_identifiers(q)]
-            if idents and self._definition_boost:
+            idents = query_identifiers(req.query_str)
+            if idents and self.definition_boost:
                 for nid, nws in by_id.items():
                     hits = sum(1 for i in idents if chunk_defines(nws.node.metadata, i))
-                    fused[nid] *= 1.0 + self._definition_boost * hits / len(idents)
-        if self._tests_docs_weight != 1.0 or self._noise_weight != 1.0 or self._non_code_weight != 1.0:
+                    fused[nid] *= 1.0 + self.definition_boost * hits / len(idents)
+        noise, non_code = (self.noise_weight, self.non_code_weight) if report else (1.0, 1.0)
+        if self.tests_docs_weight != 1.0 or noise != 1.0 or non_code != 1.0:
             for nid, nws in by_id.items():
                 m = nws.node.metadata
                 path, language = m.get(FILE_PATH_KEY, ""), m.get(LANGUAGE_KEY, "")
                 if is_tests_or_docs(path, language):
-                    fused[nid] *= self._tests_docs_weight
+                    fused[nid] *= self.tests_docs_weight
                 if language in NON_CODE_LANGUAGES:
-                    fused[nid] *= self._non_code_weight
+                    fused[nid] *= non_code
                 if is_report_noise(path):
-                    fused[nid] *= self._noise_weight
-        if self._file_evidence:
+                    fused[nid] *= noise
+        if report and self.file_evidence:
             self._add_file_evidence(fused, by_id)
-        out = []
-        for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True):
-            nws = by_id[nid]
-            out.append(NodeWithScore(node=nws.node, score=score))
-        self.timings["fusion_ms"] = (time.perf_counter() - t0) * 1000
+        out = [NodeWithScore(node=by_id[nid].node, score=score)
+               for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True)]
+        req.timings["fusion_ms"] = (time.perf_counter() - t0) * 1000
         return out
-
 
     def _add_file_evidence(self, fused: Dict[str, float], by_id: Dict[str, NodeWithScore]) -> None:
         """A file hit by several chunks is more likely the answer than one hit once: each chunk gains
@@ -193,6 +201,6 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
             hits.sort(reverse=True)
             for score, nid in hits:
                 others = [x for x, other in hits[:4] if other != nid][:3]
-                bonus[nid] = self._file_evidence * sum(x / (i + 2) for i, x in enumerate(others))
+                bonus[nid] = self.file_evidence * sum(x / (i + 2) for i, x in enumerate(others))
         for nid, extra in bonus.items():
             fused[nid] += extra

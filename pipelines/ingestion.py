@@ -78,7 +78,7 @@ class Ingestion:
         self._filter = None
         self._embedder = None
         self._new_points = 0
-        self._enc = None
+        self._tokenizer = None  # counts the lines of the files indexed (loaded on first use)
 
     # -- heavy parts, built on first use --
     def _build(self) -> None:
@@ -272,11 +272,12 @@ class Ingestion:
 
     def _count_lines(self, text: str) -> Optional[bytes]:
         """The token counts of the file's lines as search results show them (see line_tokens.py)."""
-        from coderag.postprocessors.line_tokens import cl100k, file_line_tokens
+        from coderag.postprocessors.line_tokens import file_line_tokens
+        from coderag.postprocessors.tokenizer import PayloadTokenizer
 
-        if self._enc is None:
-            self._enc = cl100k()
-        return file_line_tokens(text, self._enc)
+        if self._tokenizer is None:
+            self._tokenizer = PayloadTokenizer()
+        return file_line_tokens(text, self._tokenizer)
 
     def finish(self) -> None:
         if self._embedder is not None:

@@ -26,9 +26,10 @@ def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress]
     todo = state.without_line_tokens(LINE_TOKENS_ENCODING)
     if not todo:
         return 0
-    from coderag.postprocessors.line_tokens import cl100k, file_line_tokens
+    from coderag.postprocessors.line_tokens import file_line_tokens
+    from coderag.postprocessors.tokenizer import PayloadTokenizer
 
-    enc, done = cl100k(), 0
+    tok, done = PayloadTokenizer(), 0
     for i, (path, sha) in enumerate(todo, 1):
         p = root / path
         try:
@@ -38,7 +39,7 @@ def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress]
         ft = read_text_file(FileEntry(path, str(p), st.st_size, st.st_mtime_ns), SkipLog())
         if ft is None or ft.sha256 != sha:
             continue  # gone or changed since it was indexed: the next run re-indexes it
-        counts = file_line_tokens(ft.text, enc)
+        counts = file_line_tokens(ft.text, tok)
         if counts is not None:
             state.put_line_tokens(path, sha, LINE_TOKENS_ENCODING, counts)
             done += 1

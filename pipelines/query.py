@@ -1,21 +1,25 @@
-"""The query pipeline: filters -> dense + BM25 -> weighted RRF -> auto-merge -> freshness -> merge -> pack -> payload."""
+"""The query pipeline, built once per index: request -> dense + BM25 -> weighted RRF -> auto-merge ->
+freshness -> merge -> pack -> payload."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from coderag.nodes.keys import (END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, LAST_MODIFIED_KEY,
                                 START_LINE_KEY, SYMBOL_KEY)
+from coderag.pipelines.search_options import OutputFormat, SearchOptions
 from coderag.postprocessors.payload import (NO_RESULTS_HINTS, SearchResult, SearchResults, budget_message,
                                             no_results_message, render_json, render_result_text,
                                             render_result_xml, render_text, render_xml)
 
-from coderag.pipelines.retriever_graph import build_retriever, request_filters
-from coderag.pipelines.search_options import OutputFormat, SearchOptions
-
 if TYPE_CHECKING:
-    from coderag.pipelines.code_index import CodeIndex
+    from coderag.config import Settings
+    from coderag.pipelines.freshness import FileChecker
+    from coderag.pipelines.retriever_graph import RetrieverGraph
+    from coderag.postprocessors.tokenizer import PayloadTokenizer
+
 
 def _renderers(fmt: OutputFormat):
     if fmt == OutputFormat.Json:
@@ -62,21 +66,21 @@ def _preselect(nodes: list, max_tokens: int, cut_ratio: float) -> list:
 
 class _Files:
     """What one search learns about the files of its candidates, each file looked up once: whether it is
-    the content indexed (stat, then hash), and if so the stored token counts of its lines (`encoding`)."""
+    the content indexed (stat, then hash), and if so the stored token counts of its lines."""
 
-    def __init__(self, index: "CodeIndex", encoding: Optional[str]) -> None:
-        self.index, self.encoding = index, encoding
+    def __init__(self, checker: FileChecker, tokenizer: Optional[PayloadTokenizer]) -> None:
+        self.checker, self.tokenizer = checker, tokenizer
         self.records: dict = {}  # path -> manifest row if unchanged, else None
         self.counts: dict = {}  # path -> line token counts (unchanged files that have them)
 
     def changed(self, paths) -> set[str]:
         todo = [p for p in paths if p not in self.records]
         if todo:
-            recs = self.index.check_files(todo)
+            recs = self.checker.check(todo)
             self.records.update(recs)
-            if self.encoding:
+            if self.tokenizer is not None:
                 current = {p: r.sha256 for p, r in recs.items() if r is not None and r.sha256}
-                self.counts.update(self.index.line_tokens(current, self.encoding))
+                self.counts.update(self.tokenizer.line_counts(current))
         return {p for p in paths if self.records[p] is None}
 
 
@@ -86,155 +90,153 @@ def strategy_name(opts: SearchOptions) -> str:
     return " + ".join([legs, *extra, "token-packing"])
 
 
-def run_search(index: "CodeIndex", opts: SearchOptions, refresh: bool = True,
-               freshness: Optional[str] = None) -> SearchResults:
-    """Answer one request from an open CodeIndex. `freshness` overrides the index-freshness note."""
-    from llama_index.core.schema import QueryBundle
+class SearchEngine:
+    """The query pipeline of one open index, built once from explicit parts and reused by every request:
+    the retriever graph, the merge postprocessors, the tokenizer and the file checker. `search` answers one
+    request and reports the files it found changed since indexing; whether to re-index them and ask again
+    is the caller's policy (CodeIndex.search).
 
-    from coderag.pipelines.retrievers import postprocess, retrieve_nodes
-    from coderag.postprocessors.candidates import CandidatePostprocessor, lines_check, pack_with_candidates
-    from coderag.postprocessors.lines import LineSource
-    from coderag.postprocessors.merge_adjacent import MergeAdjacentPostprocessor
-    from coderag.postprocessors.payload_cost import PayloadCost
-    from coderag.postprocessors.token_budget import TokenBudgetPostprocessor
+    `other_locations(node_ids)`: where else the same chunks are (copies deduplicated at indexing).
+    """
 
-    t0 = time.perf_counter()
-    timings: dict[str, float] = {}
-    meta = dict(query=opts.query, root=str(index.root), strategy=strategy_name(opts), max_tokens=opts.max_tokens)
-    filters, any_file = request_filters(index, opts)
-    nodes = []
-    freshness = freshness or "fresh"
-    stale: set[str] = set()
-    checked: set[str] = set()  # files compared with the index during this request
-    enc = index.tiktoken_encoding
-    files = _Files(index, enc.name if enc is not None and opts.format == OutputFormat.Xml else None)
-    if any_file:
+    def __init__(self, root: Path, settings: Settings, graph: RetrieverGraph, tokenizer: PayloadTokenizer,
+                 checker: FileChecker, other_locations: Callable[[Iterable[str]], dict]) -> None:
+        from coderag.postprocessors.lines import FileTexts
+        from coderag.postprocessors.merge_adjacent import MergeAdjacentPostprocessor
+
+        self.root, self.settings, self.graph = root, settings, graph
+        self.tokenizer, self.checker, self.other_locations = tokenizer, checker, other_locations
+        self.texts = FileTexts()  # files read for answers, kept while they do not change
+        r = settings.retrieval
+        self.merge = MergeAdjacentPostprocessor(gap_lines=r.gap_lines)
+        # Each chunk alone, re-read like a merged block: the text shown is the file's lines now (a stale
+        # file's chunk included), and chunks of deleted files are dropped.
+        self.reread = MergeAdjacentPostprocessor(gap_lines=0)
+
+    def clear_caches(self) -> None:
+        """Forget the files read and the tokens counted (benchmarks measure cold searches with it)."""
+        self.texts.clear()
+        self.tokenizer.clear()
+
+    def search(self, opts: SearchOptions, freshness: Optional[str] = None) -> tuple[SearchResults, set[str]]:
+        """Answer one request: (the payload, the files of its candidates that changed since indexing).
+        `freshness` overrides the payload's freshness note when no file is stale."""
+        from coderag.postprocessors.lines import LineSource
+
+        t0 = time.perf_counter()
+        timings: dict[str, float] = {}
+        checker, r = self.checker, self.settings.retrieval
+        files = _Files(checker, self.tokenizer if opts.format == OutputFormat.Xml else None)
+        quiet = checker.quiet()
+        lines = LineSource(self.root, self.texts)
+
         def check_early(found: list) -> None:
             files.changed({n.node.metadata[FILE_PATH_KEY] for n in found})
 
-        nodes = retrieve_nodes(build_retriever(index, opts, timings, filters, light=True,
-                                               while_embedding=check_early), QueryBundle(opts.query))
-        checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}
-        changed = files.changed(checked)
-        if changed and not _quiet(index):
-            # An ingestion in another thread is writing these files' new points and manifest rows, which
-            # appear one after the other: being indexed right now, not stale.
-            changed -= set(index.state.inflight())
-        if changed:
-            limit = index.settings.retrieval.freshness_max_files
-            if refresh and index.can_refresh and len(changed) <= limit and index.settings_match():
-                t1 = time.perf_counter()
-                index.refresh(paths=sorted(changed))
-                timings["refresh_ms"] = (time.perf_counter() - t1) * 1000
-                freshness = f"refreshed {len(changed)} changed file(s) before answering"
-                filters, any_file = request_filters(index, opts)
-                nodes = (retrieve_nodes(build_retriever(index, opts, timings, filters, light=True),
-                                        QueryBundle(opts.query)) if any_file else [])
-                checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}
-                files = _Files(index, files.encoding)
-                stale = files.changed(checked)
+        req = self.graph.request(opts, timings=timings, while_embedding=check_early, lines=lines)
+        nodes = self.graph.retriever(opts.auto_merge).retrieve(req) if req is not None else []
+        checked = {n.node.metadata[FILE_PATH_KEY] for n in nodes}  # files compared with the index
+        stale = files.changed(checked)
+        if stale and not quiet:
+            stale -= checker.being_indexed()  # being indexed right now by another thread: not stale
+        note = f"stale: {len(stale)} file(s) changed since indexing" if stale else (freshness or "fresh")
+        total = len(nodes)
+        pool = nodes  # every place found: what is not shown in full may be listed as a candidate line
+        nodes = _preselect(nodes, opts.max_tokens, r.cut_ratio)
+        # A lone chunk of a file just found unchanged is shown as indexed, without reading the file; not while
+        # an ingestion runs in another thread, when the store and the manifest may briefly disagree.
+        unchanged = frozenset(checked - stale) if quiet else frozenset()
+        t2 = time.perf_counter()
+        if req is not None:
+            req.unchanged_files = unchanged
+            if opts.merge_adjacent:
+                nodes = self.merge.postprocess_nodes(nodes, query_bundle=req)
             else:
-                stale = changed
-            if stale:
-                freshness = f"stale: {len(stale)} file(s) changed since indexing"
-    total = len(nodes)
-    pool = nodes  # every place found: what is not shown in full may be listed as a candidate line
-    nodes = _preselect(nodes, opts.max_tokens, index.settings.retrieval.cut_ratio)
-    # A lone chunk of a file just found unchanged is shown as indexed, without reading the file; not while
-    # an ingestion runs in another thread, when the store and the manifest may briefly disagree.
-    unchanged = checked - stale if _quiet(index) else set()
-    lines = LineSource(index.root)
-    t2 = time.perf_counter()
-    if opts.merge_adjacent:
-        nodes = postprocess(MergeAdjacentPostprocessor(lines=lines, gap_lines=index.settings.retrieval.gap_lines,
-                                                       unchanged_files=unchanged), nodes)
-    else:
-        # Each chunk alone, re-read like a merged block: the text shown is the file's lines now (a stale
-        # file's chunk included), and chunks of deleted files are dropped.
-        reread = MergeAdjacentPostprocessor(lines=lines, gap_lines=0, unchanged_files=unchanged)
-        nodes = [m for n in nodes for m in postprocess(reread, [n])]
-    timings["merge_adjacent_ms"] = (time.perf_counter() - t2) * 1000
+                nodes = [m for n in nodes for m in self.reread.postprocess_nodes([n], query_bundle=req)]
+        timings["merge_adjacent_ms"] = (time.perf_counter() - t2) * 1000
+        out = self._pack(opts, nodes, pool, total, note, stale, unchanged, files, lines, timings, t0)
+        return out, stale
 
-    count = index.count_tokens
-    render_one, render_all = _renderers(opts.format)
-    frame = SearchResults([], **meta, total_hits=total, tokens=opts.max_tokens, latency_ms=99999.0,
-                          freshness=freshness, message=opts.query_note)
-    frame_tokens = count(render_all(frame)) + 8
+    def _pack(self, opts: SearchOptions, nodes: list, pool: list, total: int, freshness: str, stale: set[str],
+              unchanged: frozenset, files: _Files, lines, timings: dict, t0: float) -> SearchResults:
+        """The payload: blocks packed into the budget, then candidate lines in what is left, counted exactly."""
+        from coderag.postprocessors.candidates import CandidatePostprocessor, lines_check, pack_with_candidates
+        from coderag.postprocessors.payload_cost import PayloadCost
+        from coderag.postprocessors.token_budget import TokenBudgetPostprocessor
 
-    def result(nws, text, truncated):
-        r = _to_result(nws, stale, [])
-        r.text, r.truncated = text, truncated
-        if truncated:
-            r.end_line = r.start_line + text.count("\n")
-            r.full_end_line = int(nws.node.metadata[END_LINE_KEY])
-        return r
+        meta = dict(query=opts.query, root=str(self.root), strategy=strategy_name(opts), max_tokens=opts.max_tokens)
+        count = self.tokenizer.count
+        render_one, render_all = _renderers(opts.format)
+        frame = SearchResults([], **meta, total_hits=total, tokens=opts.max_tokens, latency_ms=99999.0,
+                              freshness=freshness, message=opts.query_note)
+        frame_tokens = count(render_all(frame)) + 8
 
-    t3 = time.perf_counter()
-    counted = {p: c for p, c in files.counts.items() if p in unchanged}  # blocks priced from line counts
-    coster = PayloadCost(opts.format.value, render_one, count, enc, result, line_tokens=counted)
-    packer = TokenBudgetPostprocessor(cost=coster.cost, prefix_cost=coster.prefix_cost, max_tokens=opts.max_tokens,
-                                      frame_tokens=frame_tokens, cut_ratio=index.settings.retrieval.cut_ratio,
-                                      min_block_tokens=coster.min_block_tokens(), min_cut_lines=MIN_CUT_LINES)
-    picker = CandidatePostprocessor(skip_files=stale, unchanged_files=unchanged, check=lines_check(lines))
-    packed, candidates = pack_with_candidates(postprocess, packer, nodes, pool, picker, coster.candidate_cost,
-                                              coster.candidates_frame_cost())
-    copies = index.other_locations_of(n.node.node_id for n in packed)
-    results = [_to_result(n, stale, copies.get(n.node.node_id, [])) for n in packed]
-    out = SearchResults(results, **meta, total_hits=total, tokens=opts.max_tokens, freshness=freshness,
-                        timings=timings, message=opts.query_note, candidates=candidates)
+        def result(nws, text, truncated):
+            r = _to_result(nws, stale, [])
+            r.text, r.truncated = text, truncated
+            if truncated:
+                r.end_line = r.start_line + text.count("\n")
+                r.full_end_line = int(nws.node.metadata[END_LINE_KEY])
+            return r
 
-    def tokens_of(res: SearchResults) -> int:
-        return coster.payload_tokens(res, packed, render_all)
+        t3 = time.perf_counter()
+        counted = {p: c for p, c in files.counts.items() if p in unchanged}  # blocks priced from line counts
+        coster = PayloadCost(opts.format.value, render_one, self.tokenizer, result, line_tokens=counted)
+        packer = TokenBudgetPostprocessor(cost=coster.cost, prefix_cost=coster.prefix_cost, max_tokens=opts.max_tokens,
+                                          frame_tokens=frame_tokens, cut_ratio=self.settings.retrieval.cut_ratio,
+                                          min_block_tokens=coster.min_block_tokens(), min_cut_lines=MIN_CUT_LINES)
+        picker = CandidatePostprocessor(skip_files=stale, unchanged_files=unchanged, check=lines_check(lines))
+        packed, candidates = pack_with_candidates(lambda p, found: p.postprocess_nodes(found), packer, nodes, pool,
+                                                  picker, coster.candidate_cost, coster.candidates_frame_cost())
+        copies = self.other_locations(n.node.node_id for n in packed)
+        results = [_to_result(n, stale, copies.get(n.node.node_id, [])) for n in packed]
+        out = SearchResults(results, **meta, total_hits=total, tokens=opts.max_tokens, freshness=freshness,
+                            timings=timings, message=opts.query_note, candidates=candidates)
 
-    # Exact guarantee: the rendered payload, frame included, never exceeds the budget. Whole blocks were
-    # counted exactly; a cut block's count may be a token or two over or under, so what is over comes off
-    # the last block, whole lines at a time. Candidate lines are exact in XML; in JSON and text each was
-    # priced alone, so what is over comes off them first.
-    while True:
-        _measure(out, tokens_of, t0)
-        over = out.tokens - opts.max_tokens
-        if over <= 0 or not out:
-            break
-        if out.candidates and opts.format != OutputFormat.Xml:
-            out.candidates.pop()
-            continue
-        last = out[-1]
-        lines = last.text.split("\n")
-        drop, freed = 0, 0
-        while drop < len(lines) - 1 and freed < over:
-            drop += 1
-            freed += count(lines[-drop]) + 1
-        if drop == 0:
-            out.pop()
-            packed.pop()
-            continue
-        last.full_end_line = last.full_end_line or last.end_line
-        last.end_line -= drop
-        last.text = "\n".join(lines[:-drop])
-        last.truncated = True
-    timings["pack_ms"] = (time.perf_counter() - t3) * 1000
-    if not out:
-        out.candidates = []  # not one block fits: then no line does either (a line costs about a block's frame)
-        # Candidates that survived merging but not packing: the budget, not the query, is the problem.
-        out.message = budget_message(total, opts.max_tokens) if nodes else no_results_message(
-            opts.query, opts.file_pattern, opts.keywords, opts.requires_exact_match)
-        out.message = " ".join(m for m in (opts.query_note, out.message) if m)
-        _measure(out, tokens_of, t0)
-        if out.tokens > opts.max_tokens:
-            out.compact = True  # the frame alone is larger than a tiny budget: the message only
-            if not nodes:
-                out.message = f"No results. {NO_RESULTS_HINTS[0]}"
+        def tokens_of(res: SearchResults) -> int:
+            return coster.payload_tokens(res, packed, render_all)
+
+        # Exact guarantee: the rendered payload, frame included, never exceeds the budget. Whole blocks were
+        # counted exactly; a cut block's count may be a token or two over or under, so what is over comes off
+        # the last block, whole lines at a time. Candidate lines are exact in XML; in JSON and text each was
+        # priced alone, so what is over comes off them first.
+        while True:
             _measure(out, tokens_of, t0)
-    out.timings["total_ms"] = out.latency_ms
-    return out
-
-
-def _quiet(index: "CodeIndex") -> bool:
-    """No ingestion runs in another thread of this process."""
-    if index.ingest_lock.acquire(blocking=False):
-        index.ingest_lock.release()
-        return True
-    return False
+            over = out.tokens - opts.max_tokens
+            if over <= 0 or not out:
+                break
+            if out.candidates and opts.format != OutputFormat.Xml:
+                out.candidates.pop()
+                continue
+            last = out[-1]
+            text_lines = last.text.split("\n")
+            drop, freed = 0, 0
+            while drop < len(text_lines) - 1 and freed < over:
+                drop += 1
+                freed += count(text_lines[-drop]) + 1
+            if drop == 0:
+                out.pop()
+                packed.pop()
+                continue
+            last.full_end_line = last.full_end_line or last.end_line
+            last.end_line -= drop
+            last.text = "\n".join(text_lines[:-drop])
+            last.truncated = True
+        timings["pack_ms"] = (time.perf_counter() - t3) * 1000
+        if not out:
+            out.candidates = []  # not one block fits: then no line does either (a line costs about a block's frame)
+            # Candidates that survived merging but not packing: the budget, not the query, is the problem.
+            out.message = budget_message(total, opts.max_tokens) if nodes else no_results_message(
+                opts.query, opts.file_pattern, opts.keywords, opts.requires_exact_match)
+            out.message = " ".join(m for m in (opts.query_note, out.message) if m)
+            _measure(out, tokens_of, t0)
+            if out.tokens > opts.max_tokens:
+                out.compact = True  # the frame alone is larger than a tiny budget: the message only
+                if not nodes:
+                    out.message = f"No results. {NO_RESULTS_HINTS[0]}"
+                _measure(out, tokens_of, t0)
+        out.timings["total_ms"] = out.latency_ms
+        return out
 
 
 def _measure(out: SearchResults, tokens_of, t0: float) -> None:
@@ -248,9 +250,3 @@ def _measure(out: SearchResults, tokens_of, t0: float) -> None:
         out.tokens = tokens
         if same_width:
             return
-
-
-def render(results: SearchResults, fmt: OutputFormat) -> str:
-    return {OutputFormat.Xml: render_xml, OutputFormat.Json: render_json, OutputFormat.Text: render_text}[fmt](results)
-
-

@@ -1,72 +1,89 @@
-"""The LlamaIndex retriever graph of one request: the query read, its legs, their fusion, bounded auto-merging."""
+"""The LlamaIndex retriever graph of an index, built once (legs, fusion, bounded auto-merging), and the
+SearchRequest each query becomes: its filters, its reading, the files it names."""
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING
+from typing import Any, Callable, Optional
 
 from coderag.globs import FilePattern
 from coderag.nodes.keys import FILE_PATH_KEY
 from coderag.nodes.query_reader import read_query
 from coderag.pipelines.search_options import RetrieverMode, SearchOptions
-
-if TYPE_CHECKING:
-    from coderag.pipelines.code_index import CodeIndex
+from coderag.pipelines.search_request import BM25, DENSE, NAMED, SearchRequest
 
 
-@functools.cache
-def _no_llm():
-    """The fusion retriever's LLM: a MockLLM it never calls (one query, no rewriting). Given as an instance,
-    so QueryFusionRetriever does not resolve `Settings.llm` (OpenAI by default, an ImportError offline)."""
-    from llama_index.core.llms import MockLLM
+class RetrieverGraph:
+    """The LlamaIndex retriever graph of one open index, built once: the dense leg, the BM25 leg and the BM25
+    leg within the files a report names, their weighted-RRF fusion, and bounded auto-merging over it. Every
+    request runs through the same objects; what it adds travels in its SearchRequest (`request`).
 
-    return MockLLM()
+    `paths()` lists the files searchable now (file_pattern selects from them); `text_filter`: the store
+    applies exact-keyword filters itself (embedded store) instead of only after the top-k.
+    """
+
+    def __init__(self, settings, vector_store, load_embed_model: Callable[[], Any], storage_context, parent_of=None,
+                 paths: Callable[[], list[str]] = list, text_filter: bool = False) -> None:
+        from coderag.pipelines.fusion import WeightedRRFFusionRetriever
+        from coderag.pipelines.retrievers import BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever
+
+        r = self.retrieval = settings.retrieval
+        self.paths, self.text_filter = paths, text_filter
+        # Light nodes: no links to the previous and next chunks, which a search never reads.
+        self.legs = {DENSE: DenseRetriever(vector_store, None, r.dense_top_k, load_model=load_embed_model, light=True),
+                     BM25: SparseRetriever(vector_store, r.sparse_top_k, light=True),
+                     NAMED: SparseRetriever(vector_store, r.sparse_top_k, named_files=True, light=True)}
+        self.fusion = WeightedRRFFusionRetriever(
+            self.legs, {DENSE: r.dense_weight, BM25: r.sparse_weight, NAMED: r.named_files_weight},
+            keyword_boost=r.keyword_boost, tests_docs_weight=r.tests_docs_weight,
+            noise_weight=r.report_noise_weight, non_code_weight=r.report_non_code_weight,
+            file_evidence=r.report_file_evidence, similarity_top_k=r.fusion_top_k,
+            prepare=lambda q: self.request(SearchOptions(query=q.query_str)) or SearchRequest(q.query_str, legs=()))
+        self.merging = BoundedAutoMergingRetriever(self.fusion, storage_context, simple_ratio_thresh=r.merge_ratio,
+                                                   max_parent_lines=r.max_parent_lines,
+                                                   min_score_ratio=r.merge_min_score_ratio, parent_of=parent_of)
+
+    def retriever(self, auto_merge: bool = True):
+        """The graph's top: auto-merging over the fusion, or the fusion alone."""
+        return self.merging if auto_merge else self.fusion
+
+    def request(self, opts: SearchOptions, **extra: Any) -> Optional[SearchRequest]:
+        """The SearchRequest of `opts`, or None when its file_pattern selects no indexed file. `extra`: the
+        request's other fields (timings, while_embedding, ...)."""
+        filters, any_file = self.filters(opts)
+        if not any_file:
+            return None
+        r = self.retrieval
+        reading = read_query(opts.query) if r.read_queries else None
+        if reading is not None and not reading.is_long:
+            reading = None  # a short query stays as it is
+        legs = {RetrieverMode.Hybrid: (DENSE, BM25), RetrieverMode.BM25: (BM25,), RetrieverMode.Dense: (DENSE,)}[
+            opts.retriever]
+        named = (named_files(self.paths(), reading, opts.file_pattern)
+                 if reading is not None and BM25 in legs and r.named_files_weight else [])
+        return SearchRequest(opts.query, legs=legs + ((NAMED,) if named else ()), filters=filters,
+                             named_filters=_and(filters, named) if named else None, keywords=list(opts.keywords),
+                             exact_keywords=list(opts.keywords) if opts.requires_exact_match else [],
+                             reading=reading, top_k=opts.top_k, **extra)
+
+    def filters(self, opts: SearchOptions):
+        """(the store filters of a request, whether any file can match): its file_pattern as the paths it
+        selects, and with requires_exact_match each keyword as a text filter, applied inside the store query
+        (not after a top-k cut)."""
+        from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+
+        conds = []
+        if opts.file_pattern:
+            paths = FilePattern(opts.file_pattern).select(self.paths())
+            if not paths:
+                return None, False
+            conds.append(MetadataFilter(key=FILE_PATH_KEY, operator=FilterOperator.IN, value=paths))
+        if opts.requires_exact_match and opts.keywords and self.text_filter:
+            for kw in opts.keywords:
+                conds.append(MetadataFilter(key="text", operator=FilterOperator.TEXT_MATCH, value=kw))
+        return (MetadataFilters(filters=conds) if conds else None), True
 
 
-def build_retriever(index: "CodeIndex", opts: SearchOptions, timings: dict, filters=None, light: bool = False,
-                    while_embedding=None):
-    """The LlamaIndex retriever graph for one request (cheap to build; filters are per request). `light`: the
-    legs return light nodes (no links to the previous and next chunks, which a search never reads).
-    `while_embedding(nodes)`: done with the BM25 leg's results while a helper process embeds the query."""
-    from coderag.pipelines.fusion import WeightedRRFFusionRetriever
-    from coderag.pipelines.retrievers import BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever
-
-    r = index.settings.retrieval
-    exact = opts.keywords if opts.requires_exact_match else []
-    reading = read_query(opts.query) if r.read_queries else None
-    long = reading is not None and reading.is_long
-    legs, weights = [], []
-    if opts.retriever in (RetrieverMode.Hybrid, RetrieverMode.Dense):
-        legs.append(DenseRetriever(index.vector_store, index.embed_model, r.dense_top_k, filters=filters,
-                                   exact_keywords=exact, timings=timings, light=light,
-                                   query_text=reading.dense_text if long else None))
-        weights.append(r.dense_weight)
-    if opts.retriever in (RetrieverMode.Hybrid, RetrieverMode.BM25):
-        bm25_text = reading.bm25_text if long else None
-        legs.append(SparseRetriever(index.vector_store, r.sparse_top_k, boost_terms=opts.keywords, filters=filters,
-                                    exact_keywords=exact, timings=timings, light=light, query_text=bm25_text))
-        weights.append(r.sparse_weight)
-        named = named_files(index, reading, opts) if long and r.named_files_weight else []
-        if named:  # the files a traceback or the text names: searched on their own, so they are never out of reach
-            legs.append(SparseRetriever(index.vector_store, r.sparse_top_k, filters=_and(filters, named),
-                                        exact_keywords=exact, timings=timings, light=light, query_text=bm25_text))
-            weights.append(r.named_files_weight)
-    fusion = WeightedRRFFusionRetriever(
-        legs, retriever_weights=weights, llm=_no_llm(), mode="reciprocal_rerank", num_queries=1, use_async=False,
-        similarity_top_k=opts.top_k or r.fusion_top_k, keywords=opts.keywords, keyword_boost=r.keyword_boost,
-        tests_docs_weight=r.tests_docs_weight, timings=timings, while_embedding=while_embedding,
-        identifiers=reading.definitions if long else None,
-        noise_weight=r.report_noise_weight if long else 1.0,
-        non_code_weight=r.report_non_code_weight if long else 1.0,
-        file_evidence=r.report_file_evidence if long else 0.0)
-    if not opts.auto_merge:
-        return fusion
-    return BoundedAutoMergingRetriever(fusion, index.storage_context, simple_ratio_thresh=r.merge_ratio,
-                                       max_parent_lines=r.max_parent_lines,
-                                       min_score_ratio=r.merge_min_score_ratio, timings=timings)
-
-
-def named_files(index: "CodeIndex", reading, opts: SearchOptions) -> list[str]:
+def named_files(indexed: list[str], reading, file_pattern: Optional[str]) -> list[str]:
     """Indexed files that a long query names (traceback frames first, then paths and dotted modules),
     within the request's file_pattern; at most MAX_NAMED_FILES."""
     from coderag.nodes.query_reader import as_paths, path_matches
@@ -75,9 +92,9 @@ def named_files(index: "CodeIndex", reading, opts: SearchOptions) -> list[str]:
     if not names:
         return []
     by_name: dict[str, list[str]] = {}
-    for p in index.indexed_paths():
+    for p in indexed:
         by_name.setdefault(p.rsplit("/", 1)[-1], []).append(p)
-    allowed = FilePattern(opts.file_pattern).matches if opts.file_pattern else (lambda p: True)
+    allowed = FilePattern(file_pattern).matches if file_pattern else (lambda p: True)
     out: list[str] = []
     for name in names:
         found = [p for alt in as_paths(name) for p in by_name.get(alt.rsplit("/", 1)[-1], [])
@@ -102,21 +119,3 @@ def _and(filters, paths: list[str]):
     if filters is None:
         return MetadataFilters(filters=[cond])
     return MetadataFilters(filters=[*filters.filters, cond])
-
-
-def request_filters(index: "CodeIndex", opts: SearchOptions):
-    """(the store filters of a request, whether any file can match): its file_pattern as the paths it
-    selects, and with requires_exact_match each keyword as a text filter, applied inside the store query
-    (not after a top-k cut)."""
-    from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
-
-    conds = []
-    if opts.file_pattern:
-        paths = FilePattern(opts.file_pattern).select(index.indexed_paths())
-        if not paths:
-            return None, False
-        conds.append(MetadataFilter(key=FILE_PATH_KEY, operator=FilterOperator.IN, value=paths))
-    if opts.requires_exact_match and opts.keywords and index.supports_text_filter:
-        for kw in opts.keywords:
-            conds.append(MetadataFilter(key="text", operator=FilterOperator.TEXT_MATCH, value=kw))
-    return (MetadataFilters(filters=conds) if conds else None), True

@@ -4,104 +4,107 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.constants import DATA_KEY
 from llama_index.core.retrievers import AutoMergingRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
-from llama_index.core.storage.docstore.keyval_docstore import KVDocumentStore
-from llama_index.core.storage.docstore.utils import json_to_doc
-from llama_index.core.vector_stores.types import MetadataFilters, VectorStoreQuery, VectorStoreQueryMode
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
 
 from coderag.nodes.keys import END_LINE_KEY, START_LINE_KEY
+from coderag.pipelines.search_request import as_request
 
 
 def contains_all(text: str, keywords: Sequence[str]) -> bool:
     return all(k in text for k in keywords)
 
 
-def retrieve_nodes(retriever: BaseRetriever, query: QueryBundle) -> List[NodeWithScore]:
-    """`retriever.retrieve(query)`: the public call, with LlamaIndex's spans, events and callbacks."""
-    return retriever.retrieve(query)
-
-
-def postprocess(postprocessor: Any, nodes: List[NodeWithScore]) -> List[NodeWithScore]:
-    """`postprocessor.postprocess_nodes(nodes)`: the public call, with its dispatcher span."""
-    return postprocessor.postprocess_nodes(nodes)
-
-
 class _StoreRetriever(BaseRetriever):
-    """Common part of the two legs: one store query with filters, an exact-keyword check, timings."""
+    """Common part of the legs: one store query with the request's filters, an exact-keyword check, timings.
+    Built once per index; everything per request comes with the query (pipelines/search_request.py)."""
 
-
-    def __init__(self, vector_store: Any, similarity_top_k: int, filters: Optional[MetadataFilters] = None,
-                 exact_keywords: Sequence[str] = (), timings: Optional[Dict[str, float]] = None,
-                 light: bool = False, query_text: Optional[str] = None) -> None:
+    def __init__(self, vector_store: Any, similarity_top_k: int, light: bool = False) -> None:
         super().__init__()
-        self._store = vector_store
-        self._query_text = query_text  # what this leg searches instead of the query (see nodes/query_reader.py)
-        self._top_k = similarity_top_k
-        self._filters = filters
-        self._exact = list(exact_keywords)
-        self.timings = timings if timings is not None else {}
+        self.store = vector_store
+        self.top_k = similarity_top_k
         # Light nodes (text, metadata, source and parent: all a search reads), where the store has them.
-        self._query_kwargs = {"light": True} if light and getattr(vector_store, "supports_light_nodes", False) else {}
+        self.query_kwargs = {"light": True} if light and getattr(vector_store, "supports_light_nodes", False) else {}
 
     def text_of(self, query_bundle: QueryBundle) -> str:
-        """The text this leg searches for the query: its own reading of it, or the query as it is."""
-        return self._query_text or query_bundle.query_str
+        """The text this leg searches for the query (its own reading of a long one)."""
+        return as_request(query_bundle).query_str
 
-    def _wrap(self, result) -> List[NodeWithScore]:
+    def _wrap(self, result, exact: Sequence[str]) -> List[NodeWithScore]:
         out = []
         for node, score in zip(result.nodes, result.similarities or [0.0] * len(result.nodes)):
-            if self._exact and not contains_all(node.get_content(), self._exact):
+            if exact and not contains_all(node.get_content(), exact):
                 continue  # the store's text filter is token-level; this makes it exact
             out.append(NodeWithScore(node=node, score=score))
         return out
 
 
 class DenseRetriever(_StoreRetriever):
-    """Nearest leaf vectors to the query's embedding."""
+    """Nearest leaf vectors to the query's embedding. `embed_model` may be given as a loader instead
+    (`load_model`), called on the first dense search: a BM25-only search never loads the model."""
 
-    def __init__(self, vector_store: Any, embed_model: Any, similarity_top_k: int = 20, **kwargs: Any) -> None:
+    def __init__(self, vector_store: Any, embed_model: Any = None, similarity_top_k: int = 20,
+                 load_model: Optional[Callable[[], Any]] = None, **kwargs: Any) -> None:
         super().__init__(vector_store, similarity_top_k, **kwargs)
-        self._embed_model = embed_model
+        self._model, self._load_model = embed_model, load_model
+
+    @property
+    def embed_model(self) -> Any:
+        if self._model is None:
+            self._model = self._load_model()
+        return self._model
+
+    def text_of(self, query_bundle: QueryBundle) -> str:
+        return as_request(query_bundle).dense_text
 
     def start_embedding(self, query: str) -> Any:
         """The query's embedding under way where the model can overlap it with other work (a helper
         process), as an object with `.result()`; None where it cannot (then `_retrieve` embeds)."""
-        start = getattr(self._embed_model, "start_query_embedding", None)
+        start = getattr(self.embed_model, "start_query_embedding", None)
         return start(query) if start is not None else None
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        req = as_request(query_bundle)
         t0 = time.perf_counter()
-        emb = query_bundle.embedding or self._embed_model.get_query_embedding(self.text_of(query_bundle))
+        emb = req.embedding or self.embed_model.get_query_embedding(req.dense_text)
         t1 = time.perf_counter()
-        res = self._store.query(VectorStoreQuery(query_embedding=emb, similarity_top_k=self._top_k,
-                                                 filters=self._filters), **self._query_kwargs)
-        if query_bundle.embedding is None:
-            self.timings["embed_ms"] = (t1 - t0) * 1000
-        self.timings["dense_ms"] = (time.perf_counter() - t1) * 1000
-        return self._wrap(res)
+        res = self.store.query(VectorStoreQuery(query_embedding=emb, similarity_top_k=self.top_k,
+                                                filters=req.filters), **self.query_kwargs)
+        if req.embedding is None:
+            req.timings["embed_ms"] = (t1 - t0) * 1000
+        req.timings["dense_ms"] = (time.perf_counter() - t1) * 1000
+        return self._wrap(res, req.exact_keywords)
 
 
 class SparseRetriever(_StoreRetriever):
-    """BM25 over the store's sparse vectors (code-aware terms; IDF applied by Qdrant)."""
+    """BM25 over the store's sparse vectors (code-aware terms; IDF applied by Qdrant). With `named_files`,
+    the leg searches only the files a long query names (the request's `named_filters`), so a traceback's
+    files are never out of reach; it returns nothing for a request that names none."""
 
-    def __init__(self, vector_store: Any, similarity_top_k: int = 20, boost_terms: Sequence[str] = (),
+    def __init__(self, vector_store: Any, similarity_top_k: int = 20, named_files: bool = False,
                  **kwargs: Any) -> None:
         super().__init__(vector_store, similarity_top_k, **kwargs)
-        self._boost_terms = list(boost_terms)
+        self.named_files = named_files
+
+    def text_of(self, query_bundle: QueryBundle) -> str:
+        return as_request(query_bundle).bm25_text
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        req = as_request(query_bundle)
+        filters = req.named_filters if self.named_files else req.filters
+        if self.named_files and filters is None:
+            return []
         t0 = time.perf_counter()
-        text = " ".join([self.text_of(query_bundle), *self._boost_terms])
-        res = self._store.query(VectorStoreQuery(query_str=text, mode=VectorStoreQueryMode.SPARSE,
-                                                 similarity_top_k=self._top_k, sparse_top_k=self._top_k,
-                                                 filters=self._filters), **self._query_kwargs)
-        self.timings["bm25_ms"] = (time.perf_counter() - t0) * 1000
-        return self._wrap(res)
+        text = " ".join([req.bm25_text, *req.keywords])
+        res = self.store.query(VectorStoreQuery(query_str=text, mode=VectorStoreQueryMode.SPARSE,
+                                                similarity_top_k=self.top_k, sparse_top_k=self.top_k,
+                                                filters=filters), **self.query_kwargs)
+        req.timings["named_bm25_ms" if self.named_files else "bm25_ms"] = (time.perf_counter() - t0) * 1000
+        return self._wrap(res, req.exact_keywords)
 
 
 def _lines(m: dict) -> int:
@@ -118,31 +121,36 @@ class BoundedAutoMergingRetriever(AutoMergingRetriever):
     Merging repeats up the tree, and one weak extra hit can turn a class into its whole file. Here a
     parent longer than `max_parent_lines` is never merged into, only children scoring at least
     `min_score_ratio` x the best score count towards the ratio, and the merged parent takes its best
-    child's score (not the average), so it ranks where its evidence is.
+    child's score (not the average), so it ranks where its evidence is. `parent_of(id, max_lines)` reads a
+    parent, or None when it is missing or too long (pipelines/stores.py reads the span before building the
+    node); by default the docstore's `get_document`.
     """
 
-
-    def __init__(self, *args: Any, max_parent_lines: int = 120, min_score_ratio: float = 0.5,
-                 timings: Optional[Dict[str, float]] = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._max_parent_lines = max_parent_lines
-        self._min_score_ratio = min_score_ratio
-        self.timings = timings if timings is not None else {}
+    def __init__(self, retriever: BaseRetriever, storage_context: Any, simple_ratio_thresh: float = 0.5,
+                 max_parent_lines: int = 120, min_score_ratio: float = 0.5,
+                 parent_of: Optional[Callable[[str, int], Optional[BaseNode]]] = None, **kwargs: Any) -> None:
+        super().__init__(retriever, storage_context, simple_ratio_thresh=simple_ratio_thresh, **kwargs)
+        self.retriever = retriever
+        self.ratio = simple_ratio_thresh
+        self.max_parent_lines = max_parent_lines
+        self.min_score_ratio = min_score_ratio
+        docstore = storage_context.docstore
+        self.parent_of = parent_of or (lambda pid, _: docstore.get_document(pid, raise_error=False))
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        initial = retrieve_nodes(self._vector_retriever, query_bundle)
+        initial = self.retriever.retrieve(query_bundle)
         t0 = time.perf_counter()
-        nodes, changed = self._get_parents_and_merge(initial)
+        nodes, changed = self._merge_step(initial)
         while changed:
-            nodes, changed = self._get_parents_and_merge(nodes)
+            nodes, changed = self._merge_step(nodes)
         nodes.sort(key=lambda x: x.get_score(), reverse=True)
-        self.timings["merge_parents_ms"] = (time.perf_counter() - t0) * 1000
+        as_request(query_bundle).timings["merge_parents_ms"] = (time.perf_counter() - t0) * 1000
         return nodes
 
-    def _get_parents_and_merge(self, nodes: List[NodeWithScore]) -> Tuple[List[NodeWithScore], bool]:
+    def _merge_step(self, nodes: List[NodeWithScore]) -> Tuple[List[NodeWithScore], bool]:
         if not nodes:
             return nodes, False
-        floor = max(n.get_score() for n in nodes) * self._min_score_ratio
+        floor = max(n.get_score() for n in nodes) * self.min_score_ratio
         groups: Dict[str, List[NodeWithScore]] = {}
         for n in nodes:
             info = n.node.parent_node
@@ -153,34 +161,13 @@ class BoundedAutoMergingRetriever(AutoMergingRetriever):
         for parent_id, kids in groups.items():
             if len(kids) < 2:
                 continue
-            parent = self._short_parent(parent_id)
-            if parent is None:
+            parent = self.parent_of(parent_id, self.max_parent_lines)
+            if parent is None or _span(parent) > self.max_parent_lines:
                 continue
             total = len(parent.child_nodes or []) or 1
-            if len(kids) / total > self._simple_ratio_thresh:
+            if len(kids) / total > self.ratio:
                 drop.update(k.node.node_id for k in kids)
                 add.append(NodeWithScore(node=parent, score=max(k.get_score() for k in kids)))
         if not drop:
             return nodes, False
         return [n for n in nodes if n.node.node_id not in drop] + add, True
-
-    def _short_parent(self, parent_id: str) -> Optional[BaseNode]:
-        """The parent node, or None when it is missing or longer than `max_parent_lines`. From LlamaIndex's
-        KVDocumentStore the stored dict is read first and a long parent refused on its metadata, before
-        pydantic builds the node: a parent is a whole class or module, up to hundreds of KB of text, and
-        about half of those a search looks at are too long (201 of 439 on the 102k-chunk bench)."""
-        docstore = self._storage_context.docstore
-        kv, collection = getattr(docstore, "_kvstore", None), getattr(docstore, "_node_collection", None)
-        if isinstance(docstore, KVDocumentStore) and kv is not None and collection is not None:
-            data = kv.get(parent_id, collection=collection)
-            if data is None:
-                return None
-            fields = data.get(DATA_KEY)
-            meta = fields.get("metadata") if isinstance(fields, dict) else None
-            if isinstance(meta, dict) and _lines(meta) > self._max_parent_lines:
-                return None
-            parent = json_to_doc(data)
-        else:
-            parent = docstore.get_document(parent_id, raise_error=False)
-        return parent if parent is not None and _span(parent) <= self._max_parent_lines else None
-

@@ -20,49 +20,19 @@ the sum against a full count for every block of real files (`tests/test_line_tok
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from array import array
 from bisect import bisect_left
 from itertools import accumulate
 from typing import Any, Optional, Sequence
 
 from coderag.postprocessors.payload import xml_escape
-from coderag.store.state import LINE_TOKENS_ENCODING
+from coderag.postprocessors.tokenizer import PayloadTokenizer
 
-ENCODING = LINE_TOKENS_ENCODING  # LlamaIndex's default global tokenizer, what payload budgets are counted in
-
-
-def cl100k() -> Any:
-    """tiktoken's cl100k_base from the offline cache llama-index-core ships, as LlamaIndex's `get_tokenizer`
-    loads it, without importing llama_index.core (the indexer's no-change path stays light)."""
-    import tiktoken
-
-    revert = "TIKTOKEN_CACHE_DIR" not in os.environ
-    if revert:
-        spec = importlib.util.find_spec("llama_index.core")
-        base = os.path.dirname(spec.origin) if spec and spec.origin else ""
-        os.environ["TIKTOKEN_CACHE_DIR"] = os.path.join(base, "_static", "tiktoken_cache")
-    try:
-        return tiktoken.get_encoding(ENCODING)
-    finally:
-        if revert:
-            del os.environ["TIKTOKEN_CACHE_DIR"]
-
-
-def token_count(enc: Any, text: str) -> int:
-    """Tokens of `text` as LlamaIndex's tokenizer counts them (special tokens allowed), with less call
-    overhead when the text holds none (a header line: 4 us of wrapper for ~10 us of work)."""
-    if "<|" in text:
-        return len(enc.encode(text, allowed_special="all"))
-    return len(enc.encode_ordinary(text))
-
-
-def file_line_tokens(text: str, enc: Any) -> Optional[bytes]:
+def file_line_tokens(text: str, tok: PayloadTokenizer) -> Optional[bytes]:
     """A file's segment counts as stored in the index (see `segment_counts`), or None."""
     from coderag.postprocessors.lines import split_lines
 
-    counts = segment_counts(split_lines(text), enc)
+    counts = segment_counts(split_lines(text), tok)
     return counts.tobytes() if counts is not None else None
 
 
@@ -72,15 +42,13 @@ def starts_segment(escaped_line: str) -> bool:
     return "\r" not in escaped_line and not escaped_line.isspace() and escaped_line != ""
 
 
-def segment_counts(lines: Sequence[str], enc: Any) -> Optional[array]:
+def segment_counts(lines: Sequence[str], tok: PayloadTokenizer) -> Optional[array]:
     """Per line of a file: the tokens of the segment that starts there (as XML-escaped, each line followed
     by a newline), 0 for a line inside a segment. The first line always starts one. None if a token
     straddles a segment start (never seen; the caller then counts blocks by encoding them)."""
-    from coderag.postprocessors.payload_cost import token_widths
-
     esc = [xml_escape(line) for line in lines]
-    tokens = enc.encode("".join(e + "\n" for e in esc), allowed_special="all")
-    ends = list(accumulate(map(token_widths(enc).__getitem__, tokens)))
+    tokens = tok.encode("".join(e + "\n" for e in esc))
+    ends = list(accumulate(map(tok.widths().__getitem__, tokens)))
     counts = array("I", bytes(4 * len(esc)))
     offset, start_line, start_tok = 0, 0, 0
     for i, e in enumerate(esc):
@@ -96,7 +64,8 @@ def segment_counts(lines: Sequence[str], enc: Any) -> Optional[array]:
     return counts
 
 
-def snippet_tokens(counts: Sequence[int], start: int, end: int, esc_lines: Any, enc: Any) -> Optional[int]:
+def snippet_tokens(counts: Sequence[int], start: int, end: int, esc_lines: Any,
+                   tok: PayloadTokenizer) -> Optional[int]:
     """Tokens of lines start..end (1-based, inclusive) shown as a snippet, from a file's segment counts; None
     when the first line does not start a segment (a blank first line: count the block instead).
     `esc_lines(a, b)` gives the escaped lines a..b, needed only when the last segment runs past `end`."""
@@ -108,5 +77,5 @@ def snippet_tokens(counts: Sequence[int], start: int, end: int, esc_lines: Any, 
         while counts[last - 1] == 0:
             last -= 1
         total -= counts[last - 1]
-        total += token_count(enc, "".join(e + "\n" for e in esc_lines(last, end)))
+        total += tok.count("".join(e + "\n" for e in esc_lines(last, end)))
     return total

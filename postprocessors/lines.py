@@ -12,16 +12,6 @@ from typing import Optional
 
 from coderag.nodes.safe_path import RepoFiles
 
-# Text of recently read files, keyed by path and checked against (size, mtime_ns) on every use: a resident
-# process re-reads a file only when it changed. Kept as one string per file, split per request: a cache of
-# line lists holds hundreds of thousands of small strings, and every full pass of the cyclic GC touches
-# each of them (60-200 ms pauses, measured on the 102k-leaf bench). With it, on the first `span` request,
-# the offsets where its lines start (an array, not GC-tracked), so a range is one slice of the text.
-_CACHE: "OrderedDict[str, list]" = OrderedDict()  # path -> [size, mtime_ns, text, line starts or None]
-_CACHE_MAX = 512
-_CACHE_LOCK = threading.Lock()
-
-
 def split_lines(text: str) -> list[str]:
     """A file's text (newlines normalized) as its lines, the way the indexer numbers them."""
     lines = text.split("\n")
@@ -30,10 +20,38 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-def clear_cache() -> None:
-    """Forget every cached file (benchmarks; entries are checked against size and mtime on each use)."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
+class FileTexts:
+    """Text of recently read files, keyed by path and checked against (size, mtime_ns) on every use: a resident
+    process re-reads a file only when it changed. One per open index (its search engine), shared by the
+    requests' LineSources. Kept as one string per file, split per request: a cache of line lists holds
+    hundreds of thousands of small strings, and every full pass of the cyclic GC touches each of them
+    (60-200 ms pauses, measured on the 102k-leaf bench). With it, on the first `span` request, the offsets
+    where its lines start (an array, not GC-tracked), so a range is one slice of the text."""
+
+    def __init__(self, max_files: int = 512) -> None:
+        self.max_files = max_files
+        self._entries: "OrderedDict[str, list]" = OrderedDict()  # path -> [size, mtime_ns, text, starts or None]
+        self._lock = threading.Lock()
+
+    def get(self, path: str, st: os.stat_result) -> Optional[list]:
+        """The entry of `path` if it was read with this size and mtime."""
+        with self._lock:
+            hit = self._entries.get(path)
+            if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+                self._entries.move_to_end(path)
+                return hit
+        return None
+
+    def put(self, path: str, entry: list) -> None:
+        with self._lock:
+            self._entries[path] = entry
+            while len(self._entries) > self.max_files:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every file (benchmarks measure cold searches with it)."""
+        with self._lock:
+            self._entries.clear()
 
 
 def line_starts(text: str) -> array:
@@ -53,11 +71,12 @@ class LineSource:
     checked here: paths come from the index, which applied them (expand_result checks them on a caller's id).
     """
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, texts: Optional[FileTexts] = None) -> None:
         self.root = Path(root)
+        self.texts = texts if texts is not None else FileTexts()
         self._files = RepoFiles(self.root, check_ignored=False)  # the root resolved once per request
         self._cache: dict[str, Optional[list[str]]] = {}
-        self._entries: dict[str, Optional[list]] = {}  # rel path -> its _CACHE entry as of this request
+        self._entries: dict[str, Optional[list]] = {}  # rel path -> its FileTexts entry as of this request
         self.refusal: dict[str, str] = {}  # rel path -> why it could not be read
 
     def _entry(self, rel_path: str) -> Optional[list]:
@@ -72,11 +91,7 @@ class LineSource:
             self.refusal[rel_path] = reason
             self._entries[rel_path] = None
             return None
-        with _CACHE_LOCK:
-            hit = _CACHE.get(path)
-            if hit is not None and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
-                _CACHE.move_to_end(path)
-                entry = hit
+        entry = self.texts.get(path, st)
         if entry is None:
             f, reason = self._files.open_checked(path)  # never blocks, even if it became a FIFO since
             if f is None:
@@ -94,10 +109,7 @@ class LineSource:
                 self.refusal[rel_path] = "unreadable"
                 self._entries[rel_path] = None
                 return None
-            with _CACHE_LOCK:
-                _CACHE[path] = entry
-                while len(_CACHE) > _CACHE_MAX:
-                    _CACHE.popitem(last=False)
+            self.texts.put(path, entry)
         self._entries[rel_path] = entry
         return entry
 

@@ -25,6 +25,8 @@ class MergeAdjacentPostprocessor(BaseNodePostprocessor):
 
     `unchanged_files` names files the caller has just checked against the index (same size and mtime, or
     same hash): a lone chunk of such a file is its lines already and is kept without reading the file.
+    Built once, a postprocessor takes both from the query of each request instead (its `lines`, a
+    LineSource, and its `unchanged_files`: pipelines/search_request.py).
     """
 
     gap_lines: int = Field(default=DEFAULT_GAP_LINES, ge=0, description="Largest gap (in lines) that is filled in.")
@@ -43,6 +45,8 @@ class MergeAdjacentPostprocessor(BaseNodePostprocessor):
 
     def _postprocess_nodes(self, nodes: List[NodeWithScore],
                            query_bundle: Optional[QueryBundle] = None) -> List[NodeWithScore]:
+        lines = getattr(query_bundle, "lines", None) or self._lines
+        unchanged = getattr(query_bundle, "unchanged_files", None) or self._unchanged
         by_file: dict[str, list[NodeWithScore]] = {}
         for n in nodes:
             by_file.setdefault(n.node.metadata[FILE_PATH_KEY], []).append(n)
@@ -59,20 +63,21 @@ class MergeAdjacentPostprocessor(BaseNodePostprocessor):
                     runs.append([n])
                     end = n.node.metadata[END_LINE_KEY]
             for run in runs:
-                block = self._merge(path, run)
+                block = self._merge(path, run, lines, unchanged)
                 if block is not None:
                     out.append(block)
         out.sort(key=lambda n: n.get_score(), reverse=True)
         return out
 
-    def _merge(self, path: str, run: list[NodeWithScore]) -> Optional[NodeWithScore]:
+    def _merge(self, path: str, run: list[NodeWithScore], lines: Optional[LineSource],
+               unchanged: frozenset) -> Optional[NodeWithScore]:
         best = max(run, key=lambda n: n.get_score())
         start = min(n.node.metadata[START_LINE_KEY] for n in run)
         end = max(n.node.metadata[END_LINE_KEY] for n in run)
-        if len(run) == 1 and path in self._unchanged:
+        if len(run) == 1 and path in unchanged:
             return best  # the indexer's text of a file that has not changed is exactly its lines
-        if self._lines is not None:
-            got = self._lines.span(path, start, end)
+        if lines is not None:
+            got = lines.span(path, start, end)
             if got is None:
                 return None  # the file is gone: never answer from a deleted file
             text, n = got

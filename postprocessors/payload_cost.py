@@ -18,84 +18,27 @@ is rendered once, with its snippet, and encoded once:
 
 from __future__ import annotations
 
-import hashlib
 import json
-import threading
-from array import array
 from bisect import bisect_left, bisect_right
-from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from itertools import accumulate
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from coderag.nodes.keys import END_LINE_KEY, FILE_PATH_KEY, START_LINE_KEY
-from coderag.postprocessors.line_tokens import snippet_tokens, starts_segment, token_count
+from coderag.postprocessors.line_tokens import snippet_tokens, starts_segment
 from coderag.postprocessors.payload import (CANDIDATES_TEXT_HEAD, CANDIDATES_XML_CLOSE, CANDIDATES_XML_OPEN, Candidate,
                                             SearchResult, SearchResults, render_candidate_text, render_candidate_xml,
                                             render_xml_frame, xml_escape, xml_result_head,
                                             xml_result_tail)
+from coderag.postprocessors.tokenizer import PayloadTokenizer
 
 # An invisible separator no escaping changes: splits a rendered block into what comes before and after
 # its snippet.
 SENTINEL = "\u2063\u2063snippet\u2063\u2063"
 SLACK = 2  # tokens a snippet may share with the frame where it starts and ends
 
-_WIDTHS: dict[str, list[int]] = {}
-
-
-def token_widths(enc: Any) -> list[int]:
-    """Bytes of every token id of a tiktoken encoding (built once, ~50 ms; 100k entries)."""
-    if enc.name not in _WIDTHS:
-        widths = [0] * enc.n_vocab
-        for i in range(enc.n_vocab):
-            try:
-                widths[i] = len(enc.decode_single_token_bytes(i))
-            except KeyError:  # ids between the ranks and the special tokens
-                pass
-        _WIDTHS[enc.name] = widths
-    return _WIDTHS[enc.name]
-
-
-# Encodings of recently shown blocks, by digest of the rendered block: a resident process answers the
-# same blocks again and again (an agent refines a query, adds a filter, asks again).
-_BLOCK_CACHE: "OrderedDict[bytes, array]" = OrderedDict()
-_BLOCK_CACHE_SIZE = 4096
-_BLOCK_CACHE_LOCK = threading.Lock()
-
-
-def _encode_cached(enc: Any, text: str) -> Sequence[int]:
-    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    with _BLOCK_CACHE_LOCK:
-        hit = _BLOCK_CACHE.get(key)
-        if hit is not None:
-            _BLOCK_CACHE.move_to_end(key)
-            return hit
-    tokens = array("I", enc.encode(text, allowed_special="all"))
-    with _BLOCK_CACHE_LOCK:
-        _BLOCK_CACHE[key] = tokens
-        while len(_BLOCK_CACHE) > _BLOCK_CACHE_SIZE:
-            _BLOCK_CACHE.popitem(last=False)
-    return tokens
-
-
-# Tokens of header lines (`    <language>python</language>` + newline) by (encoding, line): most repeat.
-_HEAD_LINES: dict[tuple[str, str], int] = {}
-_HEAD_LINES_SIZE = 100_000
-# Prices of blocks priced from line counts: (encoding, header, start, end) -> (counts object, tokens).
-_COUNTED: "OrderedDict[tuple, tuple[Any, int]]" = OrderedDict()
-_CANDIDATE_LINES: dict[tuple[str, str], int] = {}  # tokens of a candidate line by (encoding, line)
-_BLANK_LEADS: dict[tuple[str, int], int] = {}  # (encoding, k) -> tokens k empty lines add after `<snippet>`
-_MIN_BLOCK: dict[tuple, int] = {}  # (format, encoding) -> tokens of an empty result
+# Header lines that repeat from block to block (file, language, date): counted once and remembered.
 _REPEATING = ("    <source_file>", "    <language>", "    <last_modified>", "    <snippet>", "    <stale>")
-
-
-def clear_cache() -> None:
-    """Forget the cached block encodings, header line counts and counted prices (benchmarks)."""
-    with _BLOCK_CACHE_LOCK:
-        _BLOCK_CACHE.clear()
-        _HEAD_LINES.clear()
-        _COUNTED.clear()
-        _CANDIDATE_LINES.clear()
 
 
 @dataclass
@@ -117,18 +60,17 @@ class PayloadCost:
     """Prices blocks for `TokenBudgetPostprocessor` and counts the final payload.
 
     `result(nws, text, truncated)` builds the SearchResult a node renders as; `render_one` renders one
-    result in the payload's format; `count` is the exact counter; `encoding` the tiktoken Encoding behind
-    it (None: a user-set tokenizer, then each line is counted on its own). `line_tokens` maps a file to
-    its stored segment counts (XML with cl100k only; given only for files just found unchanged): a block
-    of such a file is priced by encoding its header alone.
+    result in the payload's format; `tokenizer` counts (and remembers what it counted, across searches).
+    `line_tokens` maps a file to its stored segment counts (XML only; given only for files just found
+    unchanged): a block of such a file is priced by encoding its header alone.
     """
 
-    def __init__(self, fmt: str, render_one: Callable[[SearchResult], str], count: Callable[[str], int],
-                 encoding: Any, result: Callable[[Any, str, bool], SearchResult],
+    def __init__(self, fmt: str, render_one: Callable[[SearchResult], str], tokenizer: PayloadTokenizer,
+                 result: Callable[[Any, str, bool], SearchResult],
                  line_tokens: Optional[Mapping[str, Sequence[int]]] = None) -> None:
         self.fmt = fmt
-        self._render_one, self._count, self._enc, self._result = render_one, count, encoding, result
-        self._line_tokens = line_tokens if fmt == "xml" and encoding is not None else None
+        self._render_one, self._tok, self._count, self._result = render_one, tokenizer, tokenizer.count, result
+        self._line_tokens = line_tokens if fmt == "xml" else None
         self._footers: dict[str, int] = {}
         self._candidates_frame: Optional[int] = None
         if fmt == "json":
@@ -158,12 +100,8 @@ class PayloadCost:
                 text = nws.node.get_content()
                 before, after = self._split(nws, False)
                 block = _Block(0, before, after, text)
-                whole = before + self._sep.join(self._escaped(block)) + after
-                if self._enc is None:
-                    block.total = self._count(whole)
-                else:
-                    block.tokens = _encode_cached(self._enc, whole)
-                    block.total = len(block.tokens)
+                block.tokens = self._tok.encode_cached(before + self._sep.join(self._escaped(block)) + after)
+                block.total = len(block.tokens)
             self._blocks[key] = block
         return block
 
@@ -182,11 +120,8 @@ class PayloadCost:
         r.score = 0.0  # as in _split
         head, tail = xml_result_head(r), xml_result_tail(r)
         block = _Block(0, "\n".join(head) + "\n", tail, text, counts=counts, start=start)
-        key = (self._enc.name, block.before, start, end)
-        with _BLOCK_CACHE_LOCK:
-            hit = _COUNTED.get(key)
-            if hit is not None:
-                _COUNTED.move_to_end(key)
+        key = ("counted", block.before, start, end)
+        hit = self._tok.remembered(key)
         if hit is not None and hit[0] is counts:
             block.total = hit[1]
             return block
@@ -194,7 +129,7 @@ class PayloadCost:
         first = text[blank:].split("\n", 1)[0]
         if text.count("\n") != end - start or start + blank > end or not starts_segment(self._escape(first)):
             return None
-        snippet = snippet_tokens(counts, start + blank, end, self._esc_range(block), self._enc)
+        snippet = snippet_tokens(counts, start + blank, end, self._esc_range(block), self._tok)
         head_tokens = self._lines_tokens(head)
         if snippet is None or head_tokens is None:
             return None
@@ -202,12 +137,9 @@ class PayloadCost:
             head_tokens += self._blank_lead(blank)
         footer = self._footers.get(tail)
         if footer is None:
-            footer = self._footers[tail] = token_count(self._enc, tail[1:])
+            footer = self._footers[tail] = self._count(tail[1:])
         block.total = head_tokens + snippet + footer
-        with _BLOCK_CACHE_LOCK:
-            _COUNTED[key] = (counts, block.total)
-            while len(_COUNTED) > _BLOCK_CACHE_SIZE:
-                _COUNTED.popitem(last=False)
+        self._tok.remember(key, (counts, block.total))
         return block
 
     def _blank_lead(self, k: int) -> int:
@@ -215,31 +147,20 @@ class PayloadCost:
         `<snippet>` and a newline, and the pre-tokenizer's punctuation piece `>` takes every newline that
         follows it (`[\\r\\n]*`): `>` plus k + 1 newlines replaces the `>` plus one newline counted with the
         header, and the first visible line after them starts a piece as it does in the file."""
-        key = (self._enc.name, k)
-        n = _BLANK_LEADS.get(key)
-        if n is None:
-            n = _BLANK_LEADS[key] = token_count(self._enc, ">" + "\n" * (k + 1)) - token_count(self._enc, ">\n")
-        return n
+        return self._tok.cached(("blank lead", k), lambda: self._count(">" + "\n" * (k + 1)) - self._count(">\n"))
 
     def _lines_tokens(self, lines: list[str]) -> Optional[int]:
         """Tokens of these header lines, each followed by a newline (each starts a segment). Lines that
         repeat (file, language, date) are counted once and remembered; the rest are counted together."""
-        total, name, rest = 0, self._enc.name, []
+        total, rest = 0, []
         for line in lines:
-            n = _HEAD_LINES.get((name, line))
-            if n is not None:
-                total += n
-                continue
             if not starts_segment(line) or "\n" in line:  # a file name with a line break in it
                 return None
             if line.startswith(_REPEATING):
-                n = _HEAD_LINES[(name, line)] = token_count(self._enc, line + "\n")
-                if len(_HEAD_LINES) >= _HEAD_LINES_SIZE:
-                    _HEAD_LINES.clear()
-                total += n
+                total += self._tok.cached(("header line", line), lambda: self._count(line + "\n"))
             else:
                 rest.append(line)
-        return total + (token_count(self._enc, "\n".join(rest) + "\n") if rest else 0)
+        return total + (self._count("\n".join(rest) + "\n") if rest else 0)
 
     def _esc_range(self, block: _Block) -> Callable[[int, int], list[str]]:
         """Escaped lines a..b (numbered as in the file) of a block priced from counts; the block's text is
@@ -263,14 +184,10 @@ class PayloadCost:
         if block.prefix is not None:
             return block.prefix
         esc = self._escaped(block)
-        if self._enc is None:
-            sep = self._count(self._sep)
-            block.prefix = [0, *accumulate(self._count(e) + (sep if i else 0) for i, e in enumerate(esc))]
-            return block.prefix
         if block.tokens is None:  # priced from line counts: the cut needs the block's own tokens
-            block.tokens = _encode_cached(self._enc, block.before + self._sep.join(esc) + block.after)
+            block.tokens = self._tok.encode_cached(block.before + self._sep.join(esc) + block.after)
         tokens = block.tokens
-        ends = list(accumulate(map(token_widths(self._enc).__getitem__, tokens)))
+        ends = list(accumulate(map(self._tok.widths().__getitem__, tokens)))
         start = len(block.before.encode())
         head = bisect_right(ends, start)  # tokens wholly before the snippet
         prefix, offset, sep_len = [0], start, len(self._sep.encode())
@@ -283,16 +200,10 @@ class PayloadCost:
 
     def min_block_tokens(self) -> int:
         """A lower bound of any block's tokens: the frame of a result with empty fields (counted once per
-        format and tiktoken encoding)."""
-        key = (self.fmt, self._enc.name) if self._enc is not None else None
-        if key is None or key not in _MIN_BLOCK:
-            empty = SearchResult(id="", file_path="", start_line=1, end_line=1, language="", symbol="", kind="",
-                                 score=0.0, last_modified="", stale=False, text="")
-            n = max(1, self._count(self._render_one(empty)))
-            if key is None:
-                return n
-            _MIN_BLOCK[key] = n
-        return _MIN_BLOCK[key]
+        format)."""
+        empty = SearchResult(id="", file_path="", start_line=1, end_line=1, language="", symbol="", kind="",
+                             score=0.0, last_modified="", stale=False, text="")
+        return self._tok.cached(("min block", self.fmt), lambda: max(1, self._count(self._render_one(empty))))
 
     # -- the packer's prices ------------------------------------------------------------------------
     def cost(self, nws: Any, text: str, truncated: bool) -> int:
@@ -309,7 +220,7 @@ class PayloadCost:
             block.cut_frame = self._count(before) + self._count(after)
         if block.counts is not None:
             n = 0 if k == 0 else snippet_tokens(block.counts, block.start, block.start + k - 1,
-                                                self._esc_range(block), self._enc)
+                                                self._esc_range(block), self._tok)
             if n is not None:
                 return block.cut_frame + n + SLACK
         return block.cut_frame + self._prefixes(block)[k] + SLACK
@@ -325,15 +236,7 @@ class PayloadCost:
             line = json.dumps(asdict(c), ensure_ascii=False) + ", "
         else:
             line = render_candidate_text(c)
-        if self._enc is None:
-            return self._count(line)
-        key = (self._enc.name, line)  # the same places come back search after search
-        n = _CANDIDATE_LINES.get(key)
-        if n is None:
-            n = _CANDIDATE_LINES[key] = self._count(line)
-            if len(_CANDIDATE_LINES) >= _HEAD_LINES_SIZE:
-                _CANDIDATE_LINES.clear()
-        return n
+        return self._tok.cached(("candidate line", line), lambda: self._count(line))  # the same places recur
 
     def candidates_frame_cost(self) -> int:
         """Tokens the candidates section adds around its lines (JSON: the frame holds its empty list)."""

@@ -201,9 +201,6 @@ def test_code_index_deleted_file_never_appears(index, repo: Path) -> None:
 def test_code_index_change_beyond_the_refresh_limit_is_flagged_stale(repo: Path, index, merge_adjacent) -> None:
     """Too many changed files to re-index during a query: results are flagged stale, and their text is still
     the file's lines as they are now."""
-    from coderag.pipelines.query import run_search
-    from coderag.pipelines.search_options import SearchOptions
-
     rel = "src/mutable/moving.py"
     _rewrite(repo, rel, f'''\
         # Hydrography helpers, moved down by this comment block ({merge_adjacent}).
@@ -218,8 +215,7 @@ def test_code_index_change_beyond_the_refresh_limit_is_flagged_stale(repo: Path,
     limit = index.settings.retrieval.freshness_max_files
     index.settings.retrieval.freshness_max_files = 0
     try:
-        res = run_search(index, SearchOptions(query="average depth of the river", merge_adjacent=merge_adjacent,
-                                              auto_merge=False))
+        res = index.search("average depth of the river", merge_adjacent=merge_adjacent, auto_merge=False)
     finally:
         index.settings.retrieval.freshness_max_files = limit
     hit = next(r for r in res if r.file_path == rel)

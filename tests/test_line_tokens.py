@@ -9,10 +9,12 @@ import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
 import coderag
-from coderag.postprocessors.line_tokens import ENCODING, cl100k, segment_counts, starts_segment
+from coderag.postprocessors.line_tokens import segment_counts, starts_segment
 from coderag.postprocessors.lines import split_lines
 from coderag.postprocessors.payload import SearchResult, render_result_xml
 from coderag.postprocessors.payload_cost import PayloadCost
+from coderag.postprocessors.tokenizer import PayloadTokenizer
+from coderag.store.state import LINE_TOKENS_ENCODING as ENCODING
 
 # Every line shape the pre-tokenizer treats differently: blank and whitespace-only runs, trailing spaces,
 # carriage returns, punctuation before a newline, escapes, special tokens, control characters, non-ASCII.
@@ -44,11 +46,11 @@ def _check_blocks(lines: list[str], span: int, step: int = 1, result=_result, bl
     """Price every block of up to `span` lines (every `step`-th start) from the counts; compare with a full
     count of the block as rendered. Returns how many were priced from the counts; `blank_lead` collects
     whether each block that starts with an empty line was."""
-    enc = cl100k()
-    counts = segment_counts(lines, enc)
+    tok = PayloadTokenizer()
+    enc = tok.encoding
+    counts = segment_counts(lines, tok)
     assert counts is not None and len(counts) == len(lines)
-    coster = PayloadCost("xml", render_result_xml, lambda t: len(enc.encode(t, allowed_special="all")), enc,
-                         result, line_tokens={"f.py": counts})
+    coster = PayloadCost("xml", render_result_xml, tok, result, line_tokens={"f.py": counts})
     from_counts, alive = 0, []  # blocks are keyed by id(): keep every node alive
     for s in range(1, len(lines) + 1, step):
         for e in range(s, min(len(lines), s + span) + 1):
@@ -78,11 +80,11 @@ def test_cut_blocks_priced_from_counts_match_their_rendering() -> None:
     """The packer's price of a block cut after k lines (from counts) stays within SLACK of the real count."""
     from coderag.postprocessors.payload_cost import SLACK
 
-    enc = cl100k()
+    tok = PayloadTokenizer()
+    enc = tok.encoding
     lines = split_lines((Path(coderag.__file__).parent / "service.py").read_text(encoding="utf-8"))
-    counts = segment_counts(lines, enc)
-    coster = PayloadCost("xml", render_result_xml, lambda t: len(enc.encode(t, allowed_special="all")), enc,
-                         _result, line_tokens={"f.py": counts})
+    counts = segment_counts(lines, tok)
+    coster = PayloadCost("xml", render_result_xml, tok, _result, line_tokens={"f.py": counts})
     alive, from_counts = [], 0
     for s in range(1, len(lines) - 40, 9):
         text = "\n".join(lines[s - 1:s + 39])
@@ -122,9 +124,9 @@ def test_indexing_stores_counts_and_index_fills_what_is_missing(tiny_repo: Path)
         records = state.files()
         stored = state.line_tokens_of(records, ENCODING)
         assert set(stored) == set(records)
-        enc = cl100k()
+        tok = PayloadTokenizer()
         for p, (sha, blob) in stored.items():
-            want = segment_counts(split_lines((tiny_repo / p).read_text(encoding="utf-8")), enc)
+            want = segment_counts(split_lines((tiny_repo / p).read_text(encoding="utf-8")), tok)
             assert sha == records[p].sha256 and blob == want.tobytes()
         # An index from before counts were stored: `coderag index` fills them in, without re-indexing.
         state.conn.execute("DELETE FROM line_tokens")
@@ -147,10 +149,11 @@ def test_search_uses_counts_only_of_the_content_indexed(tiny_repo: Path) -> None
         records = index.state.files()
         rel = "src/auth/service.py"
         current = {p: r.sha256 for p, r in records.items()}
-        assert set(index.line_tokens(current, ENCODING)) == set(records)
-        assert index.line_tokens({rel: "0" * 64}, ENCODING) == {}
+        assert set(index.tokenizer.line_counts(current)) == set(records)
+        assert index.tokenizer.line_counts({rel: "0" * 64}) == {}
+        index.tokenizer.clear()
         index.warm_up()  # preloads the counts
-        assert len(index._line_counts) == len(records)
+        assert index.tokenizer.line_counts_kept() == len(records)
         res = index.search("login retries", max_tokens=2000, refresh=False)
         assert res and res.tokens == index.count_tokens(res.to_xml())
         path = tiny_repo / rel

@@ -492,7 +492,7 @@ def test_query_keywords_boost_the_chunk_that_contains_them(search, keyword, path
 
 def test_query_keyword_boost_lifts_every_containing_chunk(search, index, monkeypatch) -> None:
     # a dense leg deep enough to hold a Decimal chunk for "sleep" (the boost reorders candidates, it adds none)
-    monkeypatch.setattr(index.settings.retrieval, "dense_top_k", 40)
+    monkeypatch.setattr(index.dense_retriever, "top_k", 40)
     plain = search("sleep", retriever="dense", top_k=100, max_tokens=20_000, **NO_MERGE)
     boosted = search("sleep", retriever="dense", keywords=["Decimal"], top_k=100, max_tokens=20_000, **NO_MERGE)
     rank = lambda res: next(i for i, r in enumerate(res) if "Decimal" in r.text)  # noqa: E731

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 from llama_index.core.retrievers import AutoMergingRetriever
-from llama_index.core.schema import QueryBundle
 from llama_index.core.storage import StorageContext
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
 from conftest import write_files
 from coderag.config import Settings
-from coderag.pipelines.retriever_graph import build_retriever
+from coderag.pipelines.retriever_graph import RetrieverGraph
+from coderag.pipelines.search_request import SearchRequest
 from coderag.pipelines.search_options import SearchOptions
-from coderag.pipelines.fusion import DEFAULT_RRF_K, WeightedRRFFusionRetriever, defines, query_identifiers
+from coderag.pipelines.fusion import DEFAULT_RRF_K, defines, query_identifiers
 from coderag.pipelines.retrievers import BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever, contains_all
 from test_query import RETRIEVAL_FILES
 
@@ -79,8 +79,25 @@ def _in(paths: list[str]) -> MetadataFilters:
     return MetadataFilters(filters=[MetadataFilter(key="file_path", operator=FilterOperator.IN, value=paths)])
 
 
-def _fusion(index, query: str, **opts):
-    return build_retriever(index, SearchOptions(query=query, auto_merge=False, **opts), {})
+def _graph(index) -> RetrieverGraph:
+    """A retriever graph built now from the index's parts and its settings as they are (tests change them)."""
+    return RetrieverGraph(index.settings, index.vector_store, lambda: index.embed_model, index.storage_context,
+                          paths=index.indexed_paths, text_filter=index.supports_text_filter)
+
+
+class _Fusion:
+    """The fusion of a fresh graph, asked with the request of `query` and `opts`."""
+
+    def __init__(self, index, query: str, **opts) -> None:
+        self.graph, self.request = _graph(index), SearchOptions(query=query, auto_merge=False, **opts)
+        self.fusion = self.graph.fusion
+
+    def retrieve(self, q: str):
+        return self.fusion.retrieve(self.graph.request(self.request.model_copy(update={"query": q})))
+
+
+def _fusion(index, query: str, **opts) -> _Fusion:
+    return _Fusion(index, query, **opts)
 
 
 # -- the two legs ---------------------------------------------------------------------------------------
@@ -89,34 +106,32 @@ def _fusion(index, query: str, **opts):
 def test_retrievers_legs_filter_inside_the_store(index, leg) -> None:
     """The filter runs in the store before the top-k cut: with k=2 both hits still come from the allowed file."""
     paths = ["cmd/server/health.go"]
-    kw = dict(filters=_in(paths))
-    r = (DenseRetriever(index.vector_store, index.embed_model, 2, **kw) if leg == "dense"
-         else SparseRetriever(index.vector_store, 2, **kw))
-    nodes = r.retrieve("round the sales tax handler http")
+    r = (DenseRetriever(index.vector_store, index.embed_model, 2) if leg == "dense"
+         else SparseRetriever(index.vector_store, 2))
+    nodes = r.retrieve(SearchRequest("round the sales tax handler http", filters=_in(paths)))
     assert nodes and {n.node.metadata["file_path"] for n in nodes} == set(paths)
 
 
 @pytest.mark.parametrize("leg", ["dense", "bm25"])
 def test_retrievers_legs_exact_keywords(index, leg) -> None:
-    kw = dict(exact_keywords=["self._entries", "popitem"])
-    r = (DenseRetriever(index.vector_store, index.embed_model, 50, **kw) if leg == "dense"
-         else SparseRetriever(index.vector_store, 50, **kw))
-    nodes = r.retrieve("cache entries popitem")
+    r = (DenseRetriever(index.vector_store, index.embed_model, 50) if leg == "dense"
+         else SparseRetriever(index.vector_store, 50))
+    nodes = r.retrieve(SearchRequest("cache entries popitem", exact_keywords=["self._entries", "popitem"]))
     assert [_key(n) for n in nodes] == [("src/cache/lru.py", "LruCache.evict_least_recently_used")]
 
 
 def test_retrievers_legs_record_their_timings(index) -> None:
     timings: dict[str, float] = {}
-    DenseRetriever(index.vector_store, index.embed_model, 5, timings=timings).retrieve("tax")
-    SparseRetriever(index.vector_store, 5, timings=timings).retrieve("tax")
-    assert set(timings) == {"embed_ms", "dense_ms", "bm25_ms"} and all(v >= 0 for v in timings.values())
+    DenseRetriever(index.vector_store, index.embed_model, 5).retrieve(SearchRequest("tax", timings=timings))
+    SparseRetriever(index.vector_store, 5).retrieve(SearchRequest("tax", timings=timings))
+    assert set(timings) == {"embed_ms", "dense_ms", "bm25_ms"} and all(v > 0 for v in timings.values())
 
 
 def test_retrievers_dense_uses_a_given_query_embedding(index) -> None:
     emb = index.embed_model.get_query_embedding("round the sales tax to whole cents")
     timings: dict[str, float] = {}
-    nodes = DenseRetriever(index.vector_store, index.embed_model, 3, timings=timings).retrieve(
-        QueryBundle(query_str="something else entirely", embedding=emb))
+    nodes = DenseRetriever(index.vector_store, index.embed_model, 3).retrieve(
+        SearchRequest("something else entirely", embedding=emb, timings=timings))
     assert _key(nodes[0]) == ("src/billing/invoice.py", "compute_invoice_tax")
     assert "embed_ms" not in timings and "dense_ms" in timings  # no second embedding
 
@@ -133,7 +148,7 @@ def test_retrievers_sparse_scores_code_aware_terms(index) -> None:
 def test_retrievers_sparse_boost_terms(index) -> None:
     q = "how many seconds to wait"
     plain = [_key(n) for n in SparseRetriever(index.vector_store, 10).retrieve(q)]
-    boosted = [_key(n) for n in SparseRetriever(index.vector_store, 10, boost_terms=["wait_time"]).retrieve(q)]
+    boosted = [_key(n) for n in SparseRetriever(index.vector_store, 10).retrieve(SearchRequest(q, keywords=["wait_time"]))]
     target = ("src/net/rate_limiter.py", "TokenBucketRateLimiter.wait_time")
     assert boosted[0] == target and plain.index(target) > 0
 
@@ -213,8 +228,8 @@ def test_retrievers_fusion_ranks_the_exact_definition_above_callers(index) -> No
     """`web/ui/profile.ts` imports and calls getUserById: the definition still comes first."""
     fused = [_key(n) for n in _fusion(index, "getUserById").retrieve("getUserById")]
     assert fused[0] == ("web/api/users.ts", "getUserById")
-    plain = build_retriever(index, SearchOptions(query="getUserById", auto_merge=False), {})
-    plain._definition_boost = 0.0
+    plain = _fusion(index, "getUserById")
+    plain.fusion.definition_boost = 0.0
     assert [_key(n) for n in plain.retrieve("getUserById")][0] != fused[0]  # the boost is what does it
 
 
@@ -226,7 +241,8 @@ def _auto(index, q: str, **kw) -> list:
     args = dict(simple_ratio_thresh=r.merge_ratio, max_parent_lines=r.max_parent_lines,
                 min_score_ratio=r.merge_min_score_ratio)
     args.update(kw)
-    return BoundedAutoMergingRetriever(_fusion(index, q), ctx, **args).retrieve(q)
+    fusion = _fusion(index, q)
+    return BoundedAutoMergingRetriever(fusion.fusion, ctx, **args).retrieve(fusion.graph.request(fusion.request))
 
 
 LRU_QUERY = "LruCache get put evict entries move_to_end"
@@ -264,7 +280,8 @@ def test_auto_merge_long_class_stays_in_pieces(index) -> None:
     """Core AutoMergingRetriever would return the whole 130-line class; ours keeps its methods."""
     q = "format a section of the report as aligned text"
     ctx = StorageContext.from_defaults(docstore=index.docstore, vector_store=index.vector_store)
-    core = AutoMergingRetriever(_fusion(index, q, top_k=30), ctx, simple_ratio_thresh=0.5).retrieve(q)
+    fusion = _fusion(index, q, top_k=30)
+    core = AutoMergingRetriever(fusion.fusion, ctx, simple_ratio_thresh=0.5).retrieve(fusion.graph.request(fusion.request))
     cls = [n for n in core if n.node.metadata["kind"] == "class"]
     assert cls and cls[0].node.metadata["end_line"] - cls[0].node.metadata["start_line"] + 1 > 120
     bounded = _auto(index, q)
@@ -423,7 +440,7 @@ def test_retrievers_emit_their_events_to_a_handler(index) -> None:
             if isinstance(event, (RetrievalStartEvent, RetrievalEndEvent)):
                 seen.append(type(event).__name__)
 
-    retriever = build_retriever(index, SearchOptions(query=QUIET_QUERY), {})
+    retriever = index.retriever
     quiet, heard = _quiet_then_heard(index, retriever, get_dispatcher().event_handlers, Recorder(), seen)
     assert seen.count("RetrievalStartEvent") == 4 and seen.count("RetrievalEndEvent") == 4
     assert heard == quiet

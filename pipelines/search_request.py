@@ -1,0 +1,52 @@
+"""SearchRequest: a QueryBundle that carries what one request adds to the query.
+
+The retriever graph and the postprocessors are built once per open index (pipelines/query.py); what differs
+from one request to the next (its filters, keywords, the reading of a long query, which legs run, the files
+just found unchanged, where timings go) travels with the query itself. LlamaIndex hands the same QueryBundle
+from `retrieve()` down to every leg and to `postprocess_nodes()`, so no component is rebuilt or mutated per
+request, and two requests on two threads never share state. A plain QueryBundle (a notebook's
+`index.retriever.retrieve("...")`) reads as a request with the defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from llama_index.core.schema import QueryBundle
+
+DENSE, BM25, NAMED = "dense", "bm25", "named"  # the legs: dense, BM25, BM25 within the files a report names
+ALL_LEGS = (DENSE, BM25, NAMED)
+
+
+@dataclass
+class SearchRequest(QueryBundle):
+    legs: tuple = ALL_LEGS  # which legs run (the named-files leg only when `named_filters` is set)
+    filters: Any = None  # MetadataFilters of the request (file_pattern, exact keywords), or None
+    named_filters: Any = None  # `filters` narrowed to the files a long query names, or None
+    keywords: list = field(default_factory=list)  # boosted (BM25 terms, fusion), or required when exact
+    exact_keywords: list = field(default_factory=list)  # every chunk must contain each of them
+    reading: Any = None  # the QueryReading of a long query (nodes/query_reader.py), None for a short one
+    top_k: Optional[int] = None  # fused candidates (None: the index's setting)
+    timings: dict = field(default_factory=dict)  # stage -> ms, filled by the components
+    while_embedding: Optional[Callable[[list], None]] = None  # work done while a helper embeds the query
+    unchanged_files: frozenset = frozenset()  # files just found to be the content indexed (merge reads none)
+    lines: Any = None  # the request's LineSource: every file read once, as it is now
+
+    @property
+    def dense_text(self) -> str:
+        """What the dense leg embeds: the prose and errors of a long report, else the query."""
+        return self.reading.dense_text if self.reading is not None else self.query_str
+
+    @property
+    def bm25_text(self) -> str:
+        """What the BM25 legs search: a long report's evidence, each piece once, else the query."""
+        return self.reading.bm25_text if self.reading is not None else self.query_str
+
+
+def as_request(query: QueryBundle) -> SearchRequest:
+    """`query` itself when it is a SearchRequest, else a request with the defaults for its text."""
+    if isinstance(query, SearchRequest):
+        return query
+    return SearchRequest(query.query_str, embedding=query.embedding,
+                         custom_embedding_strs=query.custom_embedding_strs)
