@@ -116,8 +116,9 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
             if client is not None:
                 pid = client.call("ping")["pid"]
                 client.close()
-                raise IndexLockedError(f"A coderag server (pid {pid}) owns the index of {root}: stop it "
-                                       f'(its "coderag serve" or "coderag mcp"), then run --rebuild again.')
+                raise IndexLockedError(f"A coderag server (pid {pid}) owns the index of {root}: stop it (Ctrl-C in "
+                                       f'its "coderag serve", close its "coderag mcp" session, or "kill {pid}" for '
+                                       "the background owner a search started), then run --rebuild again.")
             s = index_here(wait)
         else:  # a running owner (coderag serve / mcp) does the work when there is one, even one starting up
             target = owner_or_open(root, index_here, wait, _say, what="index")

@@ -58,7 +58,8 @@ def validation_text(exc, what: str = "search options") -> str:
         shown = "" if isinstance(given, (dict, list)) or (isinstance(given, str) and given in msg) else \
             f" (got {_shown(given)})"
         parts.append(f"{where}: {msg}{shown}")
-    return f"Invalid {what}: " + "; ".join(parts) + "."
+    text = f"Invalid {what}: " + "; ".join(parts)
+    return text if text.endswith(".") else text + "."
 
 
 def error_text(exc: BaseException) -> str:

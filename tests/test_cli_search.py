@@ -154,3 +154,77 @@ def test_cli_search_real_process(repo: Path) -> None:
     root = ET.fromstring(proc.stdout)
     assert root.findtext("result/source_file") == "cmd/server/shutdown.go"
     assert _tokens(proc.stdout.rstrip("\n")) <= 500
+
+
+# -- one wording for bad options, whoever answers; socket errors carry the request's id ------------------
+
+BAD_OPTIONS = [(["--files", "[abc"], {"file_pattern": "[abc"}), (["--max-tokens", "10"], {"max_tokens": 10})]
+
+
+@pytest.fixture
+def owner(repo: Path):
+    """An owner of `repo` in this process (no watcher, no background pass): the CLI and MCP become its clients."""
+    from coderag.service import IndexService
+
+    svc = IndexService(repo, watch=False, background=False).start()
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_bad_options_read_the_same_from_the_cli_the_owner_and_mcp(repo: Path, anyio_backend) -> None:
+    from mcp import Client
+
+    from coderag.mcp_server import build_server
+    from coderag.service import IndexService
+
+    here = {}
+    for args, _ in BAD_OPTIONS:  # no owner: this process opens the index and meets the error itself
+        res = search(repo, "tax", *args)
+        assert res.exit_code == 2, res.output
+        here[args[0]] = res.stderr.strip().splitlines()[-1].removeprefix("Error: ")
+    assert here["--files"].startswith("Invalid search options: file_pattern: Malformed file_pattern '[abc'")
+    assert here["--max-tokens"] == ("Invalid search options: max_tokens: Input should be greater than or equal "
+                                    "to 50 (got 10).")
+    svc = IndexService(repo, watch=False, background=False).start()
+    try:
+        async with Client(build_server(repo)) as mcp:  # a client of the owner above, as a second session is
+            for args, arguments in BAD_OPTIONS:
+                res = search(repo, "tax", *args)  # through the owner's socket
+                assert res.exit_code == 2, res.output
+                assert res.stderr.strip().splitlines()[-1].removeprefix("Error: ") == here[args[0]]
+                if "max_tokens" in arguments:
+                    continue  # the MCP tool's own argument check words a bad max_tokens (test_mcp_malformed.py)
+                tool = await mcp.call_tool("search_code", {"query": "tax", **arguments})
+                text = tool.content[0].text  # the SDK puts its own "Error executing tool X: " before a tool error
+                assert tool.is_error and text.removeprefix("Error executing tool search_code: ") == here[args[0]], text
+    finally:
+        svc.stop()
+
+
+def test_socket_errors_answer_with_the_request_id(owner) -> None:
+    import socket
+
+    def ask(line: bytes) -> dict:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(60)
+            s.connect(str(owner.socket_path))
+            s.sendall(line + b"\n")
+            return json.loads(s.makefile("rb").readline())
+
+    assert ask(b'{"id": 7, "method": "ping"}')["id"] == 7
+    for line, rid, fragment in [
+        (b'{"id": 8, "method": "nope"}', 8, "unknown method 'nope'"),
+        (b'{"id": "a", "method": "search", "params": {"query": "tax", "max_tokens": 10}}', "a",
+         "Invalid search options: max_tokens: Input should be greater than or equal to 50 (got 10)."),
+        (b'{"id": 9, "method": "search", "params": ["tax"]}', 9, "params must be a JSON object"),
+        (b'{"id": 10, "method": "search", "params": {"query": "tax", "colour": 1}}', 10, "colour"),
+        (b"[1, 2]", None, "one JSON object per line"),
+        (b"not json", None, "Expecting value"),
+    ]:
+        answer = ask(line)
+        assert answer["id"] == rid and fragment in answer["error"]["message"], (line, answer)
+    assert ask(b'{"id": 11, "method": "ping"}')["id"] == 11  # still serving
