@@ -340,7 +340,6 @@ def status(path: Path) -> None:
     import json
     from collections import Counter
 
-    from coderag.config import load_settings
     from coderag.daemon import owner_pid
     from coderag.paths import DB_NAME, index_dir, tighten_index
     from coderag.pipelines.changes import detect_changes
@@ -352,8 +351,7 @@ def status(path: Path) -> None:
     state = IndexState(idx / DB_NAME, readonly=True)
     try:
         counts = state.counts()
-        settings = load_settings(root)
-        changes = detect_changes(root, state, settings)
+        changes = detect_changes(root, state)
         manifest = state.files()
         skipped = Counter(state.skip_counts()) + Counter(changes.skips.counts)  # read, and never opened
         fp = json.loads(state.get_meta("fingerprint") or "{}")

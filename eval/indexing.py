@@ -2,14 +2,13 @@
 
 Embedding is what makes indexing slow (astropy: ~55k leaves, hours on two cores; its BM25-only build
 takes about two minutes), and ``bm25``, ``ripgrep``, ``li-bm25`` and ``bm25-window`` never read a vector.
-So a run of only those indexes the corpus the way the owner's first pass does (coderag/service.py:
-``Ingestion(..., dense=False)`` + ``sync``): its files are stored with status ``sparse``, searchable by
-BM25 at once.
+So a run of only those indexes the corpus the way the owner's first pass does
+(``CodeIndex.refresh(dense=False)``): its files are stored with status ``sparse``, searchable by BM25 at once.
 
 A later run that needs vectors *densifies* that index rather than rebuilding it: files changed since
 are indexed as usual (with vectors), then every file still ``sparse`` is re-indexed with its dense
-vectors, forced (its content is unchanged, so a plain update would skip it), the way the owner's
-dense pass does. Node ids are stable, so the points are overwritten in place and the sparse vectors
+vectors, forced (``refresh(paths, force=True)``: its content is unchanged, so a plain update would skip
+it), the way the owner's dense pass does. Node ids are stable, so the points are overwritten in place and the sparse vectors
 are the same as before. An index built with a different model or chunking (a new splitter version)
 is rebuilt from scratch: its chunks are not the ones the current code makes.
 
@@ -40,44 +39,40 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
     from coderag.errors import ConfigError
     from coderag.lock import WriterLock
     from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
-    from coderag.pipelines.changes import changes_for_paths, detect_changes
-    from coderag.pipelines.ingestion import Ingestion, fingerprint, sync
+    from coderag.pipelines.code_index import CodeIndex
+    from coderag.pipelines.ingestion import fingerprint
     from coderag.pipelines.migrations import upgrade_index
     from coderag.store.state import STATUS_SPARSE, IndexState
 
     t0 = time.perf_counter()
     root = Path(root).resolve()
     idx = ensure_index_dir(root)
-    with WriterLock(idx / LOCK_NAME).acquire(wait=wait):
+    lock = WriterLock(idx / LOCK_NAME).acquire(wait=wait)
+    try:
         state = IndexState(idx / DB_NAME)
-        try:
-            fp = fingerprint(settings)
-            old = state.get_meta("fingerprint")
-            rebuilt = old is not None and old != fp
-            if rebuilt and not rebuild_stale:
-                raise ConfigError(f"The index in {idx} was built with other model or chunking settings. "
-                                  f'Run "coderag index --rebuild {root}" to rebuild it with the current ones.')
-            if rebuilt:  # an eval scores the code as it is: an index of other chunking would score other chunks
-                state.close()
-                for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
-                    (idx / name).unlink(missing_ok=True)
-                shutil.rmtree(idx / SHARD_NAME, ignore_errors=True)
-                state = IndexState(idx / DB_NAME)
-            changes = detect_changes(root, state, settings)
-            run = Ingestion(root, settings, state, progress, dense=dense)
-            sync(run, changes, fp, progress)
-            densified = 0
-            if dense:
-                pending = sorted(p for p, r in state.files().items() if r.status == STATUS_SPARSE)
-                if pending:
-                    more = changes_for_paths(root, state, pending)
-                    more.candidates = more.entries  # same content, now with vectors
-                    sync(Ingestion(root, settings, state, progress, dense=True), more, fp, progress, force=True)
-                    densified = len(more.entries)
-            upgrade_index(root, settings, state, progress)
-            counts = state.counts()
-        finally:
-            state.close()
-    return {"mode": "dense" if dense else "bm25-only", "rebuilt": rebuilt, "files": len(changes.entries),
-            "indexed_now": run.summary.indexed, "densified": densified, "pending_dense": counts["pending_dense"],
+        old = state.get_meta("fingerprint")
+        state.close()
+        rebuilt = old is not None and old != fingerprint(settings)
+        if rebuilt and not rebuild_stale:
+            raise ConfigError(f"The index in {idx} was built with other model or chunking settings. "
+                              f'Run "coderag index --rebuild {root}" to rebuild it with the current ones.')
+        if rebuilt:  # an eval scores the code as it is: an index of other chunking would score other chunks
+            for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
+                (idx / name).unlink(missing_ok=True)
+            shutil.rmtree(idx / SHARD_NAME, ignore_errors=True)
+        index, lock = CodeIndex.open(root, settings=settings, lock=lock), None  # the index releases it
+    finally:
+        if lock is not None:
+            lock.release()
+    with index:
+        summary = index.refresh(progress=progress, dense=dense)
+        densified = 0
+        if dense:
+            pending = sorted(p for p, r in index.state.files().items() if r.status == STATUS_SPARSE)
+            if pending:
+                densified = index.refresh(paths=pending, progress=progress, force=True).files_seen
+        upgrade_index(root, settings, index.state, progress, store=index.vector_store)
+        counts = index.state.counts()
+    return {"mode": "dense" if dense else "bm25-only", "rebuilt": rebuilt, "files": summary.files_seen,
+            "indexed_now": summary.indexed, "densified": densified, "pending_dense": counts["pending_dense"],
             "index_seconds": round(time.perf_counter() - t0, 1)}

@@ -1,18 +1,13 @@
-"""RepositoryReader: one LlamaIndex Document per text file, id = POSIX path relative to the root."""
+"""The LlamaIndex Document of one text file, id = its POSIX path relative to the root."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Iterable, Iterator
-
-from llama_index.core.readers.base import BaseReader
 from llama_index.core.schema import Document
 
-from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.keys import (CONTENT_HASH_KEY, FILE_PATH_KEY, LANGUAGE_KEY, LAST_MODIFIED_KEY, NON_EMBED_KEYS,
                                 SIZE_KEY)
 from coderag.nodes.languages import detect_language
-from coderag.nodes.scan import DEFAULT_HARD_MAX_BYTES, FileText, SkipLog, read_text_file, walk
+from coderag.nodes.scan import FileText
 
 
 def make_document(ft: FileText) -> Document:
@@ -31,28 +26,3 @@ def make_document(ft: FileText) -> Document:
         excluded_embed_metadata_keys=list(NON_EMBED_KEYS),
         excluded_llm_metadata_keys=list(NON_EMBED_KEYS),
     )
-
-
-class RepositoryReader(BaseReader):
-    """Walk a repository (pruning ignored folders) and load every readable text file.
-
-    Examples:
-        >>> docs = RepositoryReader("path/to/repo").load_data()        # doctest: +SKIP
-        >>> docs[0].id_, docs[0].metadata["language"]                   # doctest: +SKIP
-        ('README.md', 'markdown')
-    """
-
-    def __init__(self, root: str | Path, hard_max_bytes: int = DEFAULT_HARD_MAX_BYTES) -> None:
-        self.root = Path(root)
-        self.hard_max_bytes = hard_max_bytes
-        self.skips = SkipLog()
-
-    def lazy_load_data(self, paths: Iterable[str] | None = None) -> Iterator[Document]:  # type: ignore[override]
-        matcher = IgnoreMatcher(self.root)
-        for entry in walk(self.root, matcher, self.skips):
-            ft = read_text_file(entry, self.skips, self.hard_max_bytes)
-            if ft is not None:
-                yield make_document(ft)
-
-    def load_data(self, *args, **kwargs) -> list[Document]:  # type: ignore[override]
-        return list(self.lazy_load_data())

@@ -7,7 +7,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from coderag.config import Settings
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.scan import FileEntry, SkipLog, walk
 from coderag.store.state import STATUS_DIRTY, IndexState
@@ -28,7 +27,7 @@ class ChangeSet:
     skips: SkipLog
 
 
-def detect_changes(root: Path, state: IndexState, settings: Settings) -> ChangeSet:
+def detect_changes(root: Path, state: IndexState) -> ChangeSet:
     skips = SkipLog()
     entries = walk(root, IgnoreMatcher(root, skips=skips), skips)  # notes the secrets and data it never opens
     manifest = state.files()

@@ -235,7 +235,7 @@ class CodeIndex:
         with self.ingest_lock, private_umask():  # new shard segments and WAL pages: 0600
             run = self._ingestion(progress, dense)
             changes = (changes_for_paths(self.root, self.state, list(paths)) if paths is not None
-                       else detect_changes(self.root, self.state, self.settings))
+                       else detect_changes(self.root, self.state))
             if force:
                 changes.candidates = changes.entries  # the same content, indexed again
             s = run.summary

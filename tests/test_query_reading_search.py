@@ -156,7 +156,7 @@ def test_file_pattern_selects_files_of_a_bm25_only_first_pass(tmp_path: Path) ->
     root = write_files(tmp_path / "shop", FILES)
     with CodeIndex.open(root, settings=Settings(), create=True) as idx:
         with idx.ingest_lock:
-            changes = detect_changes(idx.root, idx.state, idx.settings)
+            changes = detect_changes(idx.root, idx.state)
             run = Ingestion(idx.root, idx.settings, idx.state, None, store=idx.vector_store,
                             docstore=idx.docstore, dense=False)
             sync(run, changes, fingerprint(idx.settings), None)
