@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from coderag.cli import main
 from coderag.daemon import NO_DAEMON_ENV, owner_pid
+from conftest import TINY_FILES, write_files
 
 QUERY = "sum the line items and add sales tax"
 EXIT_TIMEOUT_S = 60
@@ -29,16 +30,36 @@ def _reaped(pid: int) -> bool:
     return done == pid
 
 
-@pytest.fixture
-def indexed_repo(tiny_repo: Path) -> Path:
+@pytest.fixture(scope="module")
+def indexed_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from coderag.pipelines.ingestion import index_repository
 
-    index_repository(tiny_repo)
-    return tiny_repo
+    root = write_files(tmp_path_factory.mktemp("daemon") / "repo", TINY_FILES)
+    index_repository(root)
+    return root
+
+
+def test_no_owner_is_started_while_another_process_holds_the_index(
+        indexed_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `coderag index` at work (here: its lock): the search waits for it as before, and starts nothing."""
+    from coderag.lock import WriterLock
+    from coderag.paths import LOCK_NAME
+
+    monkeypatch.delenv(NO_DAEMON_ENV, raising=False)
+    lock = WriterLock(indexed_repo / ".coderag" / LOCK_NAME).acquire()
+    try:
+        res = CliRunner().invoke(main, ["search", QUERY, "--root", str(indexed_repo), "--wait", "0.5"])
+    finally:
+        lock.release()
+    assert res.exit_code == 1, res.output
+    assert "waiting for pid" in res.stderr and "--wait SECONDS" in res.stderr, res.stderr
+    assert "started a background owner" not in res.stderr
+    assert not (indexed_repo / ".coderag" / "owner.json").exists()
 
 
 def test_first_search_starts_an_owner_that_answers_the_next_and_exits_when_idle(
         indexed_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--no-daemon first (nothing started), then a search that starts the owner, one it answers, status, exit."""
     runner = CliRunner()
     owner_file = indexed_repo / ".coderag" / "owner.json"
 
