@@ -100,6 +100,13 @@ def tighten_index(d: str | Path) -> Tightened:
     return done
 
 
+def cache_dir(*parts: str) -> Path:
+    """coderag's cache outside every repository (ONNX exports of the model, eval corpora, benchmark indexes):
+    $CODERAG_CACHE_DIR, else ~/.cache/coderag; `parts` name a folder in it."""
+    base = os.environ.get("CODERAG_CACHE_DIR")
+    return (Path(base).expanduser() if base else Path.home() / ".cache" / "coderag").joinpath(*parts)
+
+
 def index_dir(root: str | Path) -> Path:
     return Path(root) / INDEX_DIR_NAME
 

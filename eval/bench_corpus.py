@@ -49,8 +49,9 @@ SOURCES = (
 
 
 def bench_dir() -> Path:
-    base = os.environ.get("CODERAG_CACHE_DIR")
-    return (Path(base).expanduser() if base else Path.home() / ".cache" / "coderag") / "bench" / "query"
+    from coderag.paths import cache_dir
+
+    return cache_dir("bench", "query")
 
 
 def file_sha256(path: Path) -> str:

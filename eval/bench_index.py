@@ -158,7 +158,7 @@ def run(corpus: str, max_files: int | None, n_synth: int | None, batch_size: int
     from coderag.config import Settings
     from coderag.eval.corpora import CORPORA, fetch
     from coderag.nodes.embedding import load_embed_model
-    from coderag.pipelines.ingestion import index_repository
+    from coderag.pipelines.code_index import index_repository
 
     settings = Settings()
     if batch_size:

@@ -72,8 +72,9 @@ QUERIES = [
 
 
 def cache_root() -> Path:
-    base = os.environ.get("CODERAG_CACHE_DIR")
-    return (Path(base).expanduser() if base else Path.home() / ".cache" / "coderag") / "bench"
+    from coderag.paths import cache_dir
+
+    return cache_dir("bench")
 
 
 def coderag_exe() -> str:

@@ -162,9 +162,9 @@ CORPORA: dict[str, Corpus] = {
 
 def cache_dir() -> Path:
     """Where corpora are downloaded and extracted (never inside the repository)."""
-    base = os.environ.get("CODERAG_CACHE_DIR")
-    root = Path(base).expanduser() if base else Path.home() / ".cache" / "coderag"
-    return root / "corpora"
+    from coderag.paths import cache_dir as coderag_cache
+
+    return coderag_cache("corpora")
 
 
 def _get(name: str) -> Corpus:

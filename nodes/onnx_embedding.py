@@ -35,8 +35,9 @@ OPSET = 17
 
 
 def cache_root() -> Path:
-    base = os.environ.get("CODERAG_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "coderag")
-    return Path(base) / "onnx"
+    from coderag.paths import cache_dir
+
+    return cache_dir("onnx")
 
 
 def model_key(model_dir: Path) -> str:

@@ -14,6 +14,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, TESTS, file_role
 from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY
+from coderag.nodes.lexical import identifier_parts
 from coderag.nodes.symbols import chunk_defines, defines_symbol
 from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.search_request import SearchRequest, as_request
@@ -21,7 +22,6 @@ from coderag.pipelines.search_request import SearchRequest, as_request
 DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
 DEFAULT_DEFINITION_BOOST = 0.5
 _QUERY_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_WORD_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
 
 
 def query_identifiers(query: str) -> list[str]:
@@ -34,7 +34,8 @@ def query_identifiers(query: str) -> list[str]:
     tokens = _QUERY_IDENT.findall(query)
     if len(tokens) == 1 and tokens[0] == query.strip():
         return tokens
-    return [t for t in dict.fromkeys(tokens) if "." in t or len(_WORD_PARTS.findall(t)) > 1]
+    return [t for t in dict.fromkeys(tokens)
+            if "." in t or sum(1 for p in identifier_parts(t) if not p.isdigit()) > 1]
 
 
 def defines(symbol: str, identifier: str) -> bool:

@@ -7,19 +7,18 @@ importing LlamaIndex, torch or Qdrant.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from coderag.config import Settings, load_settings
+from coderag.config import Settings
 from coderag.errors import ConfigError
-from coderag.lock import WriterLock
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
+from coderag.nodes.keys import DUPLICATE_OF_KEY, IS_LEAF_KEY
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
-from coderag.pipelines.changes import ChangeSet, detect_changes
-from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir, index_dir
+from coderag.pipelines.changes import ChangeSet
+from coderag.paths import index_dir
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE,
                                  STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
 
@@ -219,7 +218,7 @@ class Ingestion:
         line_tokens = {d.id_: self._count_lines(d.text) for d in docs}
         nodes = pipeline.run(documents=docs) if docs else []
         if not self.dense:
-            sparse = [n for n in nodes if n.metadata.get("is_leaf", True) and not n.metadata.get("duplicate_of")]
+            sparse = [n for n in nodes if n.metadata.get(IS_LEAF_KEY, True) and not n.metadata.get(DUPLICATE_OF_KEY)]
             if sparse:
                 self._store.add(sparse)
             written = {n.node_id for n in sparse}
@@ -239,7 +238,7 @@ class Ingestion:
                 allow_update=True)
         for path, e in stats.items():
             file_nodes = by_file.get(path, [])
-            leaves = [n for n in file_nodes if n.metadata.get("is_leaf", True)]
+            leaves = [n for n in file_nodes if n.metadata.get(IS_LEAF_KEY, True)]
             doc_lang = next((d.metadata.get("language") for d in docs if d.id_ == path), None)
             status = STATUS_INDEXED if self.dense else STATUS_SPARSE
             if not file_nodes:
@@ -355,54 +354,3 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
     run.finish()
     state.set_meta("last_update", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     state.commit()
-
-
-def index_repository(root: str | Path, settings: Settings | None = None, rebuild: bool = False,
-                     progress: Optional[Progress] = None, wait: float = 0.0) -> IndexSummary:
-    """Bring the index of `root` up to date with its working tree and return what was done (`coderag index`).
-
-    An unchanged tree is answered from the manifest alone (no LlamaIndex, torch or Qdrant import); changes go
-    through `CodeIndex.refresh`, the one update path.
-
-    Examples:
-        >>> s = index_repository("path/to/repo")            # doctest: +SKIP
-        >>> s.indexed, s.unchanged, s.removed, s.chunks     # doctest: +SKIP
-        (42, 0, 0, 311)
-    """
-    from coderag.pipelines.migrations import upgrade_index  # it runs ingestion's parts
-
-    t0 = time.perf_counter()
-    root = Path(root).resolve()
-    if not root.is_dir():
-        raise ConfigError(f"{root} is not a folder. Pass the repository to index: coderag index PATH")
-    settings = settings or load_settings(root)
-    idx = ensure_index_dir(root)
-    lock = WriterLock(idx / LOCK_NAME).acquire(wait=wait)
-    try:
-        if rebuild:
-            for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
-                (idx / name).unlink(missing_ok=True)
-            shutil.rmtree(idx / SHARD_NAME, ignore_errors=True)
-        state = IndexState(idx / DB_NAME)
-        try:
-            check_fingerprint(state, fingerprint(settings), root)
-            changes = detect_changes(root, state)
-            if not (changes.candidates or changes.removed):
-                s = IndexSummary(root=str(root), files_seen=len(changes.entries), unchanged=changes.unchanged,
-                                 skipped=dict(changes.skips.counts), skip_items=list(changes.skips.items))
-                s.upgraded = upgrade_index(root, settings, state, progress)
-                s.seconds = time.perf_counter() - t0
-                return s
-        finally:
-            state.close()
-        from coderag.pipelines.code_index import CodeIndex
-
-        index, lock = CodeIndex.open(root, settings=settings, lock=lock), None  # the index releases it
-        with index:
-            s = index.refresh(progress=progress)
-            s.upgraded = upgrade_index(root, settings, index.state, progress, store=index.vector_store)
-        s.seconds = time.perf_counter() - t0
-        return s
-    finally:
-        if lock is not None:
-            lock.release()

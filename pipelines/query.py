@@ -13,6 +13,7 @@ from coderag.pipelines.search_options import OutputFormat, SearchOptions
 from coderag.postprocessors.payload import (NO_RESULTS_HINTS, SearchResult, SearchResults, budget_message,
                                             no_results_message, render_json, render_result_text,
                                             render_result_xml, render_text, render_xml)
+from coderag.postprocessors.token_budget import FULL_END_LINE_KEY, TRUNCATED_KEY
 
 if TYPE_CHECKING:
     from coderag.config import Settings
@@ -38,8 +39,8 @@ def _to_result(nws, stale_files: set[str], also_in: list[str]) -> SearchResult:
         id=nws.node.node_id.replace("-", "")[:12], file_path=m[FILE_PATH_KEY], start_line=int(m[START_LINE_KEY]),
         end_line=int(m[END_LINE_KEY]), language=m.get(LANGUAGE_KEY, ""), symbol=m.get(SYMBOL_KEY, ""),
         kind=m.get(KIND_KEY, ""), score=round(float(nws.get_score()), 6), last_modified=m.get(LAST_MODIFIED_KEY, ""),
-        stale=m[FILE_PATH_KEY] in stale_files, text=nws.node.get_content(), truncated=bool(m.get("truncated")),
-        full_end_line=m.get("full_end_line"), also_in=also_in)
+        stale=m[FILE_PATH_KEY] in stale_files, text=nws.node.get_content(), truncated=bool(m.get(TRUNCATED_KEY)),
+        full_end_line=m.get(FULL_END_LINE_KEY), also_in=also_in)
 
 
 # A block cut after others shows at least this many lines: one or two say no more than a candidate line does.

@@ -24,7 +24,7 @@ TIMEOUT_S = 180
 
 @pytest.fixture
 def indexed_repo(tiny_repo: Path) -> Path:
-    from coderag.pipelines.ingestion import index_repository
+    from coderag.pipelines.code_index import index_repository
 
     index_repository(tiny_repo)
     return tiny_repo
