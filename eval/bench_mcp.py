@@ -197,8 +197,11 @@ async def latency(client, calls: int, max_tokens: int) -> tuple[list[float], lis
 
 
 async def save_to_searchable(client, root: Path, saves: int, timeout: float) -> list[float]:
-    """Append a uniquely named function to a corpus file; time until search_code finds it."""
+    """Append a uniquely named function to a corpus file; time until search_code finds it. The file is
+    django/utils/text.py in the Django corpus, else (--root) the first Python file of the folder."""
     target = root / "django" / "utils" / "text.py"
+    if not target.is_file():
+        target = next(p for p in sorted(root.rglob("*.py")) if ".coderag" not in p.parts)
     rel = target.relative_to(root).as_posix()
     original = target.read_bytes()
     out = []
