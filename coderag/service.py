@@ -48,8 +48,8 @@ DENSE_BATCH_FILES = 8  # files whose chunks are out of BM25 answers while their 
 def setup_logging(index_dir: Path, level: int = logging.INFO) -> None:
     """Log to stderr and <index>/coderag.log; never to stdout (stdout may be an MCP channel)."""
     root = logging.getLogger("coderag")
-    if getattr(root, "_coderag_configured", False):
-        return
+    if any(isinstance(h, logging.FileHandler) for h in root.handlers):
+        return  # configured already (an owner logs to one index's file)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     with private_umask():  # the log names the repository's files: 0600, like the rest of the index
         file_handler = logging.FileHandler(index_dir / LOG_NAME, encoding="utf-8")
@@ -58,7 +58,6 @@ def setup_logging(index_dir: Path, level: int = logging.INFO) -> None:
         root.addHandler(handler)
     root.setLevel(level)
     root.propagate = False  # the MCP SDK configures the root logger too: log each line once
-    root._coderag_configured = True  # type: ignore[attr-defined]
 
 
 class _Stopped(Exception):

@@ -84,7 +84,7 @@ def coderag_exe() -> str:
 
 def prepare_corpus() -> Path:
     """Download (once), verify and extract the Django sdist; return the folder to index."""
-    from coderag.eval.corpora import Corpus, _download, _safe_extract, _sha256  # stdlib-only helpers
+    from coderag.eval.corpora import Corpus, download, safe_extract, sha256_of  # stdlib-only helpers
 
     base = cache_root()
     root = base / f"django-{VERSION}"
@@ -94,15 +94,15 @@ def prepare_corpus() -> Path:
             (root / ".coderagignore").write_text(IGNORE, "utf-8")  # the next index run applies it
         return root
     archive = base / "archives" / ARCHIVE
-    if not archive.is_file() or _sha256(archive) != SHA256:
+    if not archive.is_file() or sha256_of(archive) != SHA256:
         print(f"downloading {ARCHIVE} from PyPI ...", flush=True)
-        _download(Corpus(name="django", registry="pypi", package=PACKAGE, version=VERSION, sha256=SHA256,
+        download(Corpus(name="django", registry="pypi", package=PACKAGE, version=VERSION, sha256=SHA256,
                          archive=ARCHIVE, subdir="", languages=("python",)), archive)
-    if _sha256(archive) != SHA256:
+    if sha256_of(archive) != SHA256:
         raise SystemExit(f"sha256 mismatch for {archive}: expected {SHA256}. Delete it and run again.")
     tmp = Path(tempfile.mkdtemp(prefix=".django-", dir=base))
     try:
-        _safe_extract(archive, tmp)
+        safe_extract(archive, tmp)
         shutil.rmtree(root, ignore_errors=True)
         (tmp / f"Django-{VERSION}").rename(root)
     finally:

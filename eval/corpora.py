@@ -213,7 +213,7 @@ def is_fetched(name: str) -> bool:
         return False
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -265,7 +265,7 @@ def _npm_pack(corpus: Corpus, dest: Path) -> None:
         packed[0].replace(dest)
 
 
-def _download(corpus: Corpus, dest: Path) -> None:
+def download(corpus: Corpus, dest: Path) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
     try:
@@ -288,7 +288,7 @@ def _download(corpus: Corpus, dest: Path) -> None:
     )
 
 
-def _safe_extract(archive: Path, dest: Path) -> None:
+def safe_extract(archive: Path, dest: Path) -> None:
     with tarfile.open(archive, "r:*") as tar:
         members = []
         for m in tar.getmembers():
@@ -321,9 +321,9 @@ def fetch(name: str) -> Path:
         return corpus_root(name)
 
     archive = _archive_path(corpus)
-    if not archive.is_file() or _sha256(archive) != corpus.sha256:
-        _download(corpus, archive)
-    digest = _sha256(archive)
+    if not archive.is_file() or sha256_of(archive) != corpus.sha256:
+        download(corpus, archive)
+    digest = sha256_of(archive)
     if digest != corpus.sha256:
         bad = archive.with_name(archive.name + ".bad")
         archive.replace(bad)
@@ -338,7 +338,7 @@ def fetch(name: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{corpus.name}-", dir=target.parent))
     try:
-        _safe_extract(archive, tmp)
+        safe_extract(archive, tmp)
         (tmp / _MARKER).write_text(
             json.dumps({"name": corpus.name, "version": corpus.version, "sha256": corpus.sha256}) + "\n"
         )

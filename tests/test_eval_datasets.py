@@ -184,7 +184,7 @@ def _fake_corpus(tmp_path: Path, monkeypatch) -> tuple[Corpus, Path]:
     archive.parent.mkdir(parents=True)
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(src, arcname="fake-1.0")
-    corpus = Corpus("fake", "pypi", "fake", "1.0", corpora._sha256(archive), archive.name, "lib", ("python",))
+    corpus = Corpus("fake", "pypi", "fake", "1.0", corpora.sha256_of(archive), archive.name, "lib", ("python",))
     monkeypatch.setitem(CORPORA, "fake", corpus)
     return corpus, archive
 
@@ -195,7 +195,7 @@ def test_fetch_extracts_verified_archive_idempotently(tmp_path, monkeypatch):
     assert root == corpora.corpus_root("fake")
     assert (root / "a.py").read_text() == "x = 1\n"
     assert corpora.is_fetched("fake")
-    monkeypatch.setattr(corpora, "_download", lambda *a: pytest.fail("must not download again"))
+    monkeypatch.setattr(corpora, "download", lambda *a: pytest.fail("must not download again"))
     assert corpora.fetch("fake") == root
 
 
@@ -203,7 +203,7 @@ def test_fetch_rejects_hash_mismatch(tmp_path, monkeypatch):
     corpus, archive = _fake_corpus(tmp_path, monkeypatch)
     monkeypatch.setitem(CORPORA, "fake", Corpus(**{**corpus.__dict__, "sha256": "0" * 64}))
     # the cached archive does not match, so fetch downloads again: hand it the same wrong bytes
-    monkeypatch.setattr(corpora, "_download", lambda c, dest: None)
+    monkeypatch.setattr(corpora, "download", lambda c, dest: None)
     with pytest.raises(CorpusError, match="sha256 mismatch"):
         corpora.fetch("fake")
     assert not archive.exists() and archive.with_name(archive.name + ".bad").exists()
