@@ -128,10 +128,38 @@ def tiny_repo(tmp_path: Path) -> Path:
     return write_files(tmp_path / "repo", TINY_FILES)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def coderag_cache(tmp_path_factory: pytest.TempPathFactory):
+    """The session's CODERAG_CACHE_DIR, set in os.environ before any fixture of a wider scope than a test
+    runs, so module fixtures and the `coderag` processes tests spawn use it too: the suite writes no ONNX
+    export (~110 MB) into the user's ~/.cache/coderag and prunes nothing there.
+
+    The model's ONNX twin (fp32, and the int8 copy that queries use) is made here once, as a user's
+    first index leaves it: every index build and every spawned owner then loads it in ~0.2 s, instead of
+    importing torch (~7 s a process) or exporting again."""
+    from coderag.config import Settings
+    from coderag.nodes.onnx_embedding import export_onnx, quantize_onnx
+
+    cache = tmp_path_factory.mktemp("coderag-cache")
+    old = os.environ.get("CODERAG_CACHE_DIR")
+    os.environ["CODERAG_CACHE_DIR"] = str(cache)
+    try:
+        model_dir = Settings().model_dir()
+        assert export_onnx(model_dir) is not None and quantize_onnx(model_dir) is not None
+        yield cache
+    finally:
+        if old is None:
+            os.environ.pop("CODERAG_CACHE_DIR", None)
+        else:
+            os.environ["CODERAG_CACHE_DIR"] = old
+
+
 @pytest.fixture(autouse=True)
-def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test reads the user's config or writes outside tmp_path."""
+def _isolated_env(coderag_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads the user's config or writes outside tmp_path (the cache folder included: a test that
+    points CODERAG_CACHE_DIR elsewhere gets the session's back after it)."""
     monkeypatch.delenv("CODERAG_CONFIG", raising=False)
+    monkeypatch.setenv("CODERAG_CACHE_DIR", str(coderag_cache))
 
 
 @pytest.fixture(scope="session")

@@ -151,14 +151,11 @@ def test_report_named_files_stay_within_the_file_pattern(repo: Path) -> None:
 def test_file_pattern_selects_files_of_a_bm25_only_first_pass(tmp_path: Path) -> None:
     """A first build is searchable by BM25 before its dense pass: a filtered search must see those files too."""
     from coderag import CodeIndex
-    from coderag.pipelines.ingestion import Ingestion, detect_changes, fingerprint, sync
+    from coderag.store.state import STATUS_SPARSE
 
     root = write_files(tmp_path / "shop", FILES)
     with CodeIndex.open(root, settings=Settings(), create=True) as idx:
-        with idx.ingest_lock:
-            changes = detect_changes(idx.root, idx.state)
-            run = Ingestion(idx.root, idx.settings, idx.state, None, store=idx.vector_store,
-                            docstore=idx.docstore, dense=False)
-            sync(run, changes, fingerprint(idx.settings), None)
+        idx.refresh(dense=False)  # the owner's first pass: BM25 points only
+        assert {r.status for r in idx.state.files().values()} == {STATUS_SPARSE}
         res = idx.search("shipping cost by weight", retriever="bm25", file_pattern="src/**/*.py")
     assert res and res[0].file_path == "src/shop/shipping.py"
