@@ -187,7 +187,7 @@ async def test_mcp_search_code_returns_exact_lines_as_xml(client: Client, query,
     assert int(meta.findtext("tokens")) <= 4000
     assert meta.findtext("search_strategy").startswith("dense + bm25")
     assert meta.findtext("index_freshness") == "fresh"
-    assert float(meta.findtext("latency_ms")) >= 0
+    assert int(meta.findtext("latency_ms")) > 0  # the owner's own time for the search, whole ms
 
 
 async def test_mcp_search_code_filters_and_budget(client: Client) -> None:

@@ -17,17 +17,19 @@ from click.testing import CliRunner
 from coderag.cli import main
 from coderag.lock import WriterLock
 from coderag.paths import LOCK_NAME, ensure_index_dir
-from conftest import CODERAG, server_env
+from conftest import CODERAG, TINY_FILES, server_env, write_files
 
 TIMEOUT_S = 180
 
 
-@pytest.fixture
-def indexed_repo(tiny_repo: Path) -> Path:
+@pytest.fixture(scope="module")
+def indexed_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One index for the module: the tests race for it, and none changes a file of the repository."""
     from coderag.pipelines.code_index import index_repository
 
-    index_repository(tiny_repo)
-    return tiny_repo
+    root = write_files(tmp_path_factory.mktemp("races") / "repo", TINY_FILES)
+    index_repository(root)
+    return root
 
 
 def _search_cmd(root: Path, query: str = "sum the line items and add sales tax") -> list[str]:
