@@ -156,10 +156,10 @@ def coderag_cache(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(autouse=True)
 def _isolated_env(coderag_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test reads the user's config or writes outside tmp_path (the cache folder included: a test that
-    points CODERAG_CACHE_DIR elsewhere gets the session's back after it)."""
+    """No test reads the user's config or writes outside tmp_path. The cache folder stays the session's (or
+    the one a module fixture chose): whatever a test sets CODERAG_CACHE_DIR to is undone after it."""
     monkeypatch.delenv("CODERAG_CONFIG", raising=False)
-    monkeypatch.setenv("CODERAG_CACHE_DIR", str(coderag_cache))
+    monkeypatch.setenv("CODERAG_CACHE_DIR", os.environ.get("CODERAG_CACHE_DIR") or str(coderag_cache))
 
 
 @pytest.fixture(scope="session")
