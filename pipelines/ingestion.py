@@ -282,8 +282,9 @@ class Ingestion:
         if self._embedder is not None:
             self.summary.embedded = self._embedder.stats["embedded"]
             self.summary.cached = self._embedder.stats["cached"]
-            if self._embedder.stats["embedded"] and self._embed_loader is None:
-                # torch is loaded now anyway: export the ONNX twin that makes later query processes start fast
+            if self._embedder.stats["embedded"] and getattr(self._embedder.model, "onnx_file", None) is None:
+                # torch embedded the chunks, so it is loaded anyway: export the ONNX twin that makes later
+                # query processes start fast (an OnnxEmbedding has its file: nothing to export)
                 from coderag.nodes.onnx_embedding import export_onnx
 
                 export_onnx(self.settings.model_dir())
