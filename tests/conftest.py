@@ -137,15 +137,22 @@ def coderag_cache(tmp_path_factory: pytest.TempPathFactory):
     The model's ONNX twin (fp32, and the int8 copy that queries use) is made here once, as a user's
     first index leaves it: every index build and every spawned owner then loads it in ~0.2 s, instead of
     importing torch (~7 s a process) or exporting again."""
+    from filelock import FileLock
+
     from coderag.config import Settings
     from coderag.nodes.onnx_embedding import export_onnx, quantize_onnx
 
-    cache = tmp_path_factory.mktemp("coderag-cache")
+    # Under pytest-xdist every worker has its own basetemp below one shared folder: the workers share the
+    # cache, and the first to take the lock exports for all of them.
+    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
+    cache = shared / "coderag-cache" if shared is not None else tmp_path_factory.mktemp("coderag-cache")
+    cache.mkdir(exist_ok=True)
     old = os.environ.get("CODERAG_CACHE_DIR")
     os.environ["CODERAG_CACHE_DIR"] = str(cache)
     try:
         model_dir = Settings().model_dir()
-        assert export_onnx(model_dir) is not None and quantize_onnx(model_dir) is not None
+        with FileLock(str(cache) + ".lock"):
+            assert export_onnx(model_dir) is not None and quantize_onnx(model_dir) is not None
         yield cache
     finally:
         if old is None:

@@ -75,6 +75,7 @@ def test_helper_busy_or_dead_means_embedding_here(model) -> None:
 
     # Killed after a query was sent: the answer never comes, the query is embedded here, the helper let go.
     model.clear_cache()
+    os.kill(model.helper_pid, signal.SIGSTOP)  # it cannot answer before it dies (else a fast answer races the kill)
     pending = model.start_query_embedding(QUERIES[2])
     assert pending.where == "helper"
     os.kill(model.helper_pid, signal.SIGKILL)
