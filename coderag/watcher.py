@@ -114,54 +114,41 @@ class TreeWatcher:
             log.exception("re-indexing %d changed path(s) of %s failed", len(rels), self.root)
 
     # -- watching ---------------------------------------------------------------------------------------
-    def _open(self):
-        """A RustNotify over the planned folders, each watched alone (not recursive). It passes over folders
-        it cannot read and folders that vanish while it is set up (their parent's event re-plans), so a root
-        that is gone is checked here: an error, and the supervisor tries again later."""
-        from watchfiles._rust_notify import RustNotify
-
+    def _plan(self) -> list[str]:
+        """The folders to watch, each alone (not recursive). watchfiles passes over folders it cannot read and
+        folders that vanish while it is set up (their parent's event re-plans), so a root that is gone is
+        checked here: an error, and the supervisor tries again later."""
         if not os.path.isdir(self.root):
             raise FileNotFoundError(f"the repository folder {self.root} is gone")
         dirs = plan_dirs(self.root)
-        notify = RustNotify(dirs, False, False, 50, False, True)
         self.dirs = set(dirs)
-        return notify
+        return dirs
 
     def _watch(self) -> None:
-        from watchfiles._rust_notify import WatchfilesRustInternalError
+        from watchfiles import watch
 
-        notify = self._open()
-        self.state = "running"
-        try:
-            while True:
-                try:
-                    raw = notify.watch(DEBOUNCE_MS, STEP_MS, 0, self.stop)
-                except WatchfilesRustInternalError as exc:
-                    if "decode" not in str(exc):
-                        raise
-                    # A file name that is not UTF-8: notify raises on every call until its batch is dropped,
-                    # so start a new RustNotify (the new one first: no gap) and rescan what the batch held.
-                    self.skipped_undecodable += 1
-                    log.warning("file watcher: skipped an event for a name that is not UTF-8 (%s); rescanning", exc)
-                    notify = self._replace(notify)
-                    self._deliver([], True)
-                    continue
-                if raw == "stop":
-                    return
-                if not isinstance(raw, set):  # "timeout" or "signal": keep watching
-                    continue
-                rels, folders = self._filter(raw)
-                if folders:
-                    notify = self._replace(notify)
-                if rels or folders:
-                    self._deliver(rels, folders)
-        finally:
-            notify.close()
-
-    def _replace(self, notify):
-        new = self._open()
-        notify.close()
-        return new
+        while not self.stop.is_set():
+            dirs = self._plan()
+            self.state = "running"
+            try:
+                # A batch in which a folder came or went ends this watch: the next one watches the new plan,
+                # and the tree is rescanned for what changed between the two.
+                for raw in watch(*dirs, watch_filter=None, debounce=DEBOUNCE_MS, step=STEP_MS, rust_timeout=0,
+                                 stop_event=self.stop, recursive=False, ignore_permission_denied=True,
+                                 raise_interrupt=False):
+                    rels, folders = self._filter(raw)
+                    if rels or folders:
+                        self._deliver(rels, folders)
+                    if folders:
+                        break
+            except RuntimeError as exc:  # watchfiles' WatchfilesRustInternalError
+                if "decode" not in str(exc):
+                    raise
+                # A file name that is not UTF-8: notify raises on every call until its batch is dropped, so
+                # watch anew and rescan what the batch held.
+                self.skipped_undecodable += 1
+                log.warning("file watcher: skipped an event for a name that is not UTF-8 (%s); rescanning", exc)
+                self._deliver([], True)
 
     def _filter(self, raw: set) -> tuple[list[str], bool]:
         """The batch's paths relative to the root, and whether a folder came or went (re-plan and rescan)."""
