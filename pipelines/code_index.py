@@ -218,7 +218,8 @@ class CodeIndex:
         from coderag.pipelines.ingestion import Ingestion
 
         return Ingestion(self.root, self.settings, self.state, progress, store=self.vector_store,
-                         docstore=self.docstore, embed_loader=lambda: self.document_embed_model, dense=dense)
+                         docstore=self.docstore, embed_loader=lambda: self.document_embed_model, dense=dense,
+                         tokenizer=self.tokenizer)
 
     def refresh(self, paths: Optional[Sequence[str]] = None, progress=None, dense: bool = True,
                 force: bool = False):

@@ -63,7 +63,8 @@ class Ingestion:
     """One indexing run over a root; holds the writer lock, the state and (lazily) the pipeline."""
 
     def __init__(self, root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
-                 store=None, docstore=None, embed_loader: Optional[Callable] = None, dense: bool = True):
+                 store=None, docstore=None, embed_loader: Optional[Callable] = None, dense: bool = True,
+                 tokenizer=None):
         self.root, self.settings, self.state, self.progress = root, settings, state, progress
         self.summary = IndexSummary(root=str(root))
         self._store = store
@@ -77,7 +78,9 @@ class Ingestion:
         self._filter = None
         self._embedder = None
         self._new_points = 0
-        self._tokenizer = None  # counts the lines of the files indexed (loaded on first use)
+        # Counts the lines of the files indexed: the open index's PayloadTokenizer when there is one (one
+        # cl100k per process, not one per run of the owner's dense pass), else one made on first use.
+        self._tokenizer = tokenizer
 
     # -- heavy parts, built on first use --
     def _build(self) -> None:
