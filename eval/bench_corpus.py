@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from coderag.eval.corpora import sha256_of
+
 PYPI_SIMPLE_URL = os.environ.get("CODERAG_PYPI_SIMPLE_URL", "https://pypi.org/simple")
 DIM = 384
 MARKER = "bench_query.json"  # in the index folder: what the index was built with
@@ -52,14 +54,6 @@ def bench_dir() -> Path:
     from coderag.paths import cache_dir
 
     return cache_dir("bench", "query")
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # -- corpus ---------------------------------------------------------------------------------------------
@@ -102,10 +96,10 @@ def fetch_corpus(log: Callable[[str], None]) -> Path:
             pass
         shutil.rmtree(target, ignore_errors=True)
         archive = base / "archives" / sd.archive
-        if not archive.is_file() or file_sha256(archive) != sd.sha256:
+        if not archive.is_file() or sha256_of(archive) != sd.sha256:
             log(f"downloading {sd.archive}")
             _download(sd, archive)
-        if file_sha256(archive) != sd.sha256:
+        if sha256_of(archive) != sd.sha256:
             raise SystemExit(f"sha256 mismatch for {archive}: expected {sd.sha256}. Delete it and run again.")
         log(f"extracting {sd.archive}")
         _extract(archive, corpus, target, sd.subdirs)
