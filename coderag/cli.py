@@ -276,7 +276,7 @@ def serve(root: Path, config: Path | None, idle_exit: float, wait: float) -> Non
 
     root = _root_for(root)
     settings = load_settings(root, config)
-    service = owner_or_open(root, lambda: IndexService(root, settings).start(), wait, _say,
+    service = owner_or_open(root, lambda: IndexService(root, settings, tune_gc=True).start(), wait, _say,
                    what="serve the index")
     if isinstance(service, IndexClient):
         pid = service.call("ping")["pid"]

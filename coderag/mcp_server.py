@@ -57,10 +57,11 @@ def _open(handle) -> None:
 
 
 @asynccontextmanager
-async def _lifespan(server, root: Path, settings, wait: Optional[float] = None) -> AsyncIterator[dict]:
+async def _lifespan(server, root: Path, settings, wait: Optional[float] = None,
+                    tune_gc: bool = False) -> AsyncIterator[dict]:
     from coderag.client import IndexHandle
 
-    handle = IndexHandle(root, settings, wait=wait)
+    handle = IndexHandle(root, settings, wait=wait, tune_gc=tune_gc)
     # Opened in the background, so initialize is answered at once: a slow start (imports, or the lock of
     # a running `coderag index`, waited on for up to 30 s) must not trip the client's connection timeout.
     # Tool calls wait for it on the handle's lock.
@@ -71,9 +72,12 @@ async def _lifespan(server, root: Path, settings, wait: Optional[float] = None) 
         handle.close()
 
 
-def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] = None) -> MCPServer:
+def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] = None,
+                 tune_gc: bool = False) -> MCPServer:
     """The MCPServer with its three tools, bound to the index of `root`. `wait`: seconds its first
     connection waits for another process that holds the index (default coderag.lock.DEFAULT_WAIT_S).
+    `tune_gc`: the process is `coderag mcp` itself, so an owner it becomes tunes the process's GC
+    (coderag/service.py tune_gc_for_serving); an in-process server leaves its host's collector alone.
 
     Examples:
         >>> server = build_server("path/to/repo")      # doctest: +SKIP
@@ -85,7 +89,7 @@ def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] 
 
     @asynccontextmanager
     async def lifespan(server):
-        async with _lifespan(server, root, settings, wait) as ctx:
+        async with _lifespan(server, root, settings, wait, tune_gc) as ctx:
             yield ctx
 
     from importlib.metadata import version
@@ -152,4 +156,4 @@ def serve_stdio(root: str | Path = ".", settings=None, wait: Optional[float] = N
 
     from coderag.mcp_stdio import run_stdio
 
-    anyio.run(run_stdio, build_server(root, settings, wait))
+    anyio.run(run_stdio, build_server(root, settings, wait, tune_gc=True))
