@@ -113,7 +113,7 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         pending: Dict[str, Any] = {}
         for name, r in legs.items():
             if isinstance(r, DenseRetriever) and req.embedding is None:
-                pending[name] = r.start_embedding(r.text_of(req))
+                pending[name] = r.start_embedding(req.dense_text)
         results: Dict[str, List[NodeWithScore]] = {}
         try:
             for name, r in legs.items():

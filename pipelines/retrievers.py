@@ -30,10 +30,6 @@ class _StoreRetriever(BaseRetriever):
         # Light nodes (text, metadata, source and parent: all a search reads), where the store has them.
         self.query_kwargs = {"light": True} if light and getattr(vector_store, "supports_light_nodes", False) else {}
 
-    def text_of(self, query_bundle: QueryBundle) -> str:
-        """The text this leg searches for the query (its own reading of a long one)."""
-        return as_request(query_bundle).query_str
-
     def _wrap(self, result, exact: Sequence[str]) -> List[NodeWithScore]:
         out = []
         for node, score in zip(result.nodes, result.similarities or [0.0] * len(result.nodes)):
@@ -57,9 +53,6 @@ class DenseRetriever(_StoreRetriever):
         if self._model is None:
             self._model = self._load_model()
         return self._model
-
-    def text_of(self, query_bundle: QueryBundle) -> str:
-        return as_request(query_bundle).dense_text
 
     def start_embedding(self, query: str) -> Any:
         """The query's embedding under way where the model can overlap it with other work (a helper
@@ -89,9 +82,6 @@ class SparseRetriever(_StoreRetriever):
                  **kwargs: Any) -> None:
         super().__init__(vector_store, similarity_top_k, **kwargs)
         self.named_files = named_files
-
-    def text_of(self, query_bundle: QueryBundle) -> str:
-        return as_request(query_bundle).bm25_text
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         req = as_request(query_bundle)
