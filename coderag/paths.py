@@ -100,6 +100,16 @@ def tighten_index(d: str | Path) -> Tightened:
     return done
 
 
+def remove_index_files(idx: Path) -> None:
+    """Delete the index database (with its WAL) and the shard in index folder `idx`, for a rebuild from
+    scratch; the folder, its lock and its log stay."""
+    import shutil
+
+    for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
+        (idx / name).unlink(missing_ok=True)
+    shutil.rmtree(idx / SHARD_NAME, ignore_errors=True)
+
+
 def cache_dir(*parts: str) -> Path:
     """coderag's cache outside every repository (ONNX exports of the model, eval corpora, benchmark indexes):
     $CODERAG_CACHE_DIR, else ~/.cache/coderag; `parts` name a folder in it."""

@@ -20,7 +20,6 @@ Examples:
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -38,7 +37,7 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
     splitter version) is rebuilt from scratch, else refused. Returns what was done, for the run's meta."""
     from coderag.errors import ConfigError
     from coderag.lock import WriterLock
-    from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
+    from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir, remove_index_files
     from coderag.pipelines.code_index import CodeIndex
     from coderag.pipelines.ingestion import fingerprint
     from coderag.pipelines.migrations import upgrade_index
@@ -57,9 +56,7 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
             raise ConfigError(f"The index in {idx} was built with other model or chunking settings. "
                               f'Run "coderag index --rebuild {root}" to rebuild it with the current ones.')
         if rebuilt:  # an eval scores the code as it is: an index of other chunking would score other chunks
-            for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
-                (idx / name).unlink(missing_ok=True)
-            shutil.rmtree(idx / SHARD_NAME, ignore_errors=True)
+            remove_index_files(idx)
         index, lock = CodeIndex.open(root, settings=settings, lock=lock), None  # the index releases it
     finally:
         if lock is not None:

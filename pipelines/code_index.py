@@ -352,10 +352,8 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         >>> s.indexed, s.unchanged, s.removed, s.chunks     # doctest: +SKIP
         (42, 0, 0, 311)
     """
-    import shutil
-
     from coderag.errors import ConfigError
-    from coderag.paths import DB_NAME, SHARD_NAME
+    from coderag.paths import remove_index_files
     from coderag.pipelines.changes import detect_changes
     from coderag.pipelines.ingestion import IndexSummary, check_fingerprint, fingerprint
     from coderag.pipelines.migrations import upgrade_index
@@ -369,9 +367,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     lock = WriterLock(idx / LOCK_NAME).acquire(wait=wait)
     try:
         if rebuild:
-            for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
-                (idx / name).unlink(missing_ok=True)
-            shutil.rmtree(idx / SHARD_NAME, ignore_errors=True)
+            remove_index_files(idx)
         state = IndexState(idx / DB_NAME)
         try:
             check_fingerprint(state, fingerprint(settings), root)
