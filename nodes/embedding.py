@@ -32,6 +32,33 @@ def resolve_device(device: str) -> str:
     return "cpu"
 
 
+def cuda_possible() -> bool:
+    """False when this machine has no NVIDIA driver, decided without importing torch (~1.5 s): then "auto"
+    means the CPU, and a watcher's re-index of one file does not pay for torch to learn it."""
+    return Path("/proc/driver/nvidia/version").exists() or any(Path("/dev").glob("nvidia[0-9]*"))
+
+
+def load_document_model(model_dir: str | Path, batch_size: int = DEFAULT_BATCH_SIZE, threads: int = 0,
+                        device: str = "auto", window_tokens: int = 256):
+    """The model that embeds chunks: torch on a CUDA GPU when `device` asks for one ("cuda", or "auto" with a
+    GPU that torch sees), else the model's ONNX fp32 twin on `threads` cores (0 = all), exported first when
+    missing. On the CPU the twin embeds 1.5-1.8x as many chunks a second as torch (eval/bench_index.py), with
+    the same vectors (cosine 1.0000), so an index does not depend on which of the two made it. A model the
+    twin cannot represent (not mean-pooled) stays on torch."""
+    if device == "cuda" or (device == "auto" and cuda_possible() and resolve_device("auto") == "cuda"):
+        return load_embed_model(model_dir, batch_size, threads, device="cuda")
+    from coderag.nodes.onnx_embedding import OnnxEmbedding, export_onnx
+
+    path = Path(model_dir)
+    if not (path / "config.json").is_file():
+        return load_embed_model(path, batch_size, threads, "cpu")  # raises the ModelLoadError that says what to do
+    onnx = export_onnx(path)
+    if onnx is None:
+        return load_embed_model(path, batch_size, threads, "cpu")
+    return OnnxEmbedding(model_dir=str(path), onnx_file=str(onnx), max_length=window_tokens,
+                         threads=threads or os.cpu_count() or 1, embed_batch_size=batch_size)
+
+
 def load_embed_model(model_dir: str | Path, batch_size: int = DEFAULT_BATCH_SIZE, threads: int = 0,
                      device: str = "cpu"):
     """HuggingFaceEmbedding over a local sentence-transformers folder, offline, on `device` ("auto", "cpu"

@@ -147,12 +147,15 @@ class CodeIndex:
     @property
     def document_embed_model(self):
         """The model for chunks this process embeds (refresh, the owner's watcher and dense pass): always full
-        precision, the ONNX fp32 twin or torch, whatever `retrieval.query_precision` says, so an index holds
-        the same vectors however its files were indexed (and the chunk-hash cache only fp32 ones)."""
-        if self.settings.retrieval.query_precision == "fp32":
-            return self.embed_model
+        precision on every core, whatever `retrieval.query_precision` says, so an index holds the same vectors
+        however its files were indexed (and the chunk-hash cache only fp32 ones): the ONNX fp32 twin, or torch
+        on a CUDA GPU (nodes/embedding.py load_document_model)."""
         if self._doc_embed_model is None:
-            self._doc_embed_model = self._load_model("fp32")
+            from coderag.nodes.embedding import load_document_model
+
+            e = self.settings.embedding
+            self._doc_embed_model = load_document_model(self.settings.model_dir(), e.batch_size, e.threads, e.device,
+                                                        e.window_tokens)
         return self._doc_embed_model
 
     @property

@@ -87,7 +87,7 @@ class Ingestion:
         from llama_index.core.ingestion import IngestionPipeline
 
         from coderag.nodes.code_splitter import CodeHierarchySplitter
-        from coderag.nodes.embedding import CachedEmbedder, load_embed_model
+        from coderag.nodes.embedding import CachedEmbedder, load_document_model
         from coderag.nodes.gitignore_filter import GitignoreFilter
         from coderag.nodes.hash_dedup import HashDeduplicator
         from coderag.nodes.path_injection import PathInjector
@@ -102,8 +102,9 @@ class Ingestion:
                               f"{s.embedding.window_tokens}-token window; use at most {s.embedding.window_tokens - 10}.")
         self._filter = GitignoreFilter(root=str(self.root), max_line_chars=s.chunking.max_line_chars)
         self._embedder = CachedEmbedder(
-            loader=self._embed_loader or (lambda: load_embed_model(model_dir, s.embedding.batch_size,
-                                                                   s.embedding.threads, s.embedding.device)),
+            loader=self._embed_loader or (lambda: load_document_model(model_dir, s.embedding.batch_size,
+                                                                      s.embedding.threads, s.embedding.device,
+                                                                      s.embedding.window_tokens)),
             cache=self.state, on_batch=lambda n: self._tick("embed", n),
             model_id=str(model_dir), batch_size=s.embedding.batch_size)
         if self._store is None:

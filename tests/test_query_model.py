@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -77,6 +78,7 @@ def test_query_model_documents_are_embedded_at_full_precision(onnx_env, tmp_path
     with CodeIndex.open(root, settings=Settings(), create=False) as idx:
         assert Path(idx.embed_model.onnx_file) == int8_path(model_dir)
         assert Path(idx.document_embed_model.onnx_file) == onnx_path(model_dir)
+        assert idx.document_embed_model.threads == (os.cpu_count() or 1)  # bulk work: every core
         (root / "b.py").write_text("def mul(a, b):\n    return a * b\n", encoding="utf-8")
         idx.refresh()
         torch_model = load_embed_model(model_dir, 8, threads=1)
