@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from coderag.config import Settings
 
@@ -30,11 +30,14 @@ __all__ = ["prepare_index"]
 
 
 def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optional[Any] = None,
-                  wait: float = 0.0, rebuild_stale: bool = True) -> dict[str, Any]:
+                  wait: float = 0.0, rebuild_stale: bool = True, seed_from: Sequence[Path] = ()) -> dict[str, Any]:
     """Index what changed under `root` (with vectors only when `dense`); with `dense`, also give every file
     that a BM25-only run left without vectors its vectors. `wait`: seconds to wait while another process
     holds the index. `rebuild_stale`: an index built with other model or chunking settings (another
-    splitter version) is rebuilt from scratch, else refused. Returns what was done, for the run's meta."""
+    splitter version) is rebuilt from scratch, else refused. `seed_from`: index folders of other snapshots
+    of the same repository, whose embedding caches are copied in first (the snapshots of one repository
+    share most chunks: each is then embedded once, not once per snapshot). Returns what was done, for the
+    run's meta."""
     from coderag.errors import ConfigError
     from coderag.lock import WriterLock
     from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir, remove_index_files
@@ -62,14 +65,18 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
         if lock is not None:
             lock.release()
     with index:
+        seeded = sum(index.state.seed_cache(other / DB_NAME) for other in seed_from
+                     if dense and (other / DB_NAME).is_file())
         summary = index.refresh(progress=progress, dense=dense)
-        densified = 0
+        densified, embedded = 0, summary.embedded
         if dense:
             pending = sorted(p for p, r in index.state.files().items() if r.status == STATUS_SPARSE)
             if pending:
-                densified = index.refresh(paths=pending, progress=progress, force=True).files_seen
+                more = index.refresh(paths=pending, progress=progress, force=True)
+                densified, embedded = more.files_seen, embedded + more.embedded
         upgrade_index(root, settings, index.state, progress, store=index.vector_store)
         counts = index.state.counts()
     return {"mode": "dense" if dense else "bm25-only", "rebuilt": rebuilt, "files": summary.files_seen,
-            "indexed_now": summary.indexed, "densified": densified, "pending_dense": counts["pending_dense"],
+            "indexed_now": summary.indexed, "densified": densified, "embedded": embedded, "vectors_seeded": seeded,
+            "pending_dense": counts["pending_dense"],
             "index_seconds": round(time.perf_counter() - t0, 1)}

@@ -269,6 +269,7 @@ def run_eval(queries: Sequence, variants: Sequence[str] = VARIANTS, max_tokens: 
     from coderag.config import load_settings
     from coderag.eval.indexing import prepare_index
     from coderag.eval.snapshots import snapshot_name, snapshot_root
+    from coderag.nodes.ignore import INDEX_DIR_NAME
 
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or not variants:
@@ -298,15 +299,17 @@ def run_eval(queries: Sequence, variants: Sequence[str] = VARIANTS, max_tokens: 
     rows: list[dict[str, Any]] = []
     for (corpus, repo, commit), qs in by_location.items():
         root = Path(root_for_corpus(corpus))
-        label = corpus
+        label, siblings = corpus, []
         if commit is not None:
             root = snapshot_root(corpus, repo, commit, folder=root)
             label = f"{corpus}/{snapshot_name(repo, commit)}"
+            siblings = [p / INDEX_DIR_NAME for p in sorted(root.parent.glob(snapshot_name(repo, "*")))
+                        if p != root and (p / INDEX_DIR_NAME).is_dir()]
         root = root.resolve()
         settings = apply_overrides(load_settings(root), overrides or {})
         status.label = label
         try:
-            info = prepare_index(root, settings, dense=dense, progress=status.indexing, wait=wait)
+            info = prepare_index(root, settings, dense=dense, progress=status.indexing, wait=wait, seed_from=siblings)
         finally:
             status.clear()
         meta["corpora"][label] = {"root": str(root), **info, "retrieval": settings.retrieval.model_dump()}

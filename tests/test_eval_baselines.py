@@ -95,3 +95,47 @@ def test_an_index_of_other_chunking_is_rebuilt_or_refused(tmp_path: Path):
     again = prepare_index(root, settings, dense=False)
     assert again["rebuilt"] and again["indexed_now"] == first["indexed_now"] > 0
     assert prepare_index(root, settings, dense=False)["rebuilt"] is False
+
+
+def test_a_snapshot_seeded_from_its_sibling_embeds_only_what_differs(tmp_path: Path):
+    """Snapshots of one repository share most chunks: seeded with a built sibling's embedding cache, a
+    snapshot embeds only the chunks of the files that differ, and its vectors are the ones it would have
+    computed (a fresh build of the same tree finds the same answer)."""
+    from coderag.config import load_settings
+    from coderag.eval.indexing import prepare_index
+    from coderag.paths import index_dir
+    from coderag.pipelines.code_index import CodeIndex
+
+    first = write_files(tmp_path / "repo@1", TINY_FILES).resolve()
+    changed = {**TINY_FILES, "src/extra.py": "def shout(text):\n    return text.upper() + '!'\n"}
+    second = write_files(tmp_path / "repo@2", changed).resolve()
+    settings = load_settings(first)
+    built = prepare_index(first, settings, dense=True)
+    assert built["vectors_seeded"] == 0 and built["indexed_now"] > 0
+    seeded = prepare_index(second, settings, dense=True, seed_from=[index_dir(first), tmp_path / "missing"])
+    assert seeded["vectors_seeded"] == built["embedded"] > 0
+    assert seeded["embedded"] == 1  # src/extra.py's one chunk: every other chunk was the sibling's
+    with CodeIndex.open(second, settings=settings, create=False) as index:
+        assert index.state.counts()["pending_dense"] == 0
+        res = index.search("add sales tax to the sum of the line items", retriever="dense", max_tokens=800,
+                           auto_merge=False, merge_adjacent=False)
+        assert res[0].file_path == "src/billing/invoice.py"
+    with CodeIndex.open(second, settings=settings, create=False) as index:
+        summary = index.refresh(paths=["src/extra.py"], force=True)
+    assert summary.embedded == 0  # its chunk is in the cache now, whoever computed it
+
+
+def test_state_seed_cache_copies_missing_vectors_only(tmp_path: Path):
+    from coderag.store.state import IndexState
+
+    a, b = IndexState(tmp_path / "a.db"), IndexState(tmp_path / "b.db")
+    try:
+        a.cache_vectors([("k1", b"\x01"), ("k2", b"\x02")])
+        a.commit()
+        b.cache_vectors([("k2", b"\x09")])
+        assert b.seed_cache(tmp_path / "a.db") == 1
+        assert b.cached_vectors(["k1", "k2", "k3"]) == {"k1": b"\x01", "k2": b"\x09"}  # its own k2 is kept
+        assert b.seed_cache(tmp_path / "a.db") == 0
+    finally:
+        a.close()
+        b.close()

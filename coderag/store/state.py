@@ -244,6 +244,21 @@ class IndexState:
     def cache_vectors(self, items: Iterable[tuple[str, bytes]]) -> None:
         self.conn.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?, ?)", items)
 
+    @_locked
+    def seed_cache(self, other_db: str | Path) -> int:
+        """Copy the embedding cache of another index's database into this one (keys already here are kept);
+        returns how many vectors were added. Keys hash the model with the text, so vectors of another model
+        are never reused. The eval seeds each snapshot of a repository from its siblings, which share most
+        chunks."""
+        before = self.conn.execute("SELECT COUNT(*) FROM embed_cache").fetchone()[0]
+        self.conn.execute("ATTACH DATABASE ? AS seed", (str(Path(other_db).resolve()),))  # only read
+        try:
+            self.conn.execute("INSERT OR IGNORE INTO embed_cache SELECT key, vector FROM seed.embed_cache")
+            self.conn.commit()
+        finally:
+            self.conn.execute("DETACH DATABASE seed")
+        return self.conn.execute("SELECT COUNT(*) FROM embed_cache").fetchone()[0] - before
+
     # -- dedup table --
     @_locked
     def copies(self, chunk_hash: str) -> tuple[int, Optional[str]]:
