@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Mapping
 
 from coderag.nodes.keys import SYMBOL_KEY, SYMBOLS_KEY
@@ -19,8 +20,28 @@ def chunk_symbols(metadata: Mapping) -> list[str]:
     return [symbol] if symbol else []
 
 
+_GENERIC_ARGS = re.compile(r"<[^<>]*>")
+
+
+def bare_symbol(symbol: str) -> str:
+    """`symbol` without generic arguments, which a type's name carries in some languages and a question
+    never does: `RecursionGuard<'_, S>.new` -> `RecursionGuard.new`, `Map<K, List<V>>.get` -> `Map.get`."""
+    while "<" in symbol:
+        stripped = _GENERIC_ARGS.sub("", symbol)
+        if stripped == symbol:
+            break
+        symbol = stripped
+    return symbol
+
+
 def defines_symbol(symbol: str, identifier: str) -> bool:
-    """True if a definition named `symbol` defines `identifier` (`LruCache.get` defines `get` and `LruCache.get`)."""
+    """True if a definition named `symbol` defines `identifier` (`LruCache.get` defines `get` and `LruCache.get`;
+    `RecursionGuard<'_, S>.new` defines `RecursionGuard.new`)."""
+    if symbol == identifier or symbol.endswith("." + identifier):
+        return True
+    if "<" not in symbol:
+        return False
+    symbol = bare_symbol(symbol)
     return symbol == identifier or symbol.endswith("." + identifier)
 
 

@@ -22,6 +22,7 @@ from coderag.pipelines.search_request import SearchRequest, as_request
 DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
 DEFAULT_DEFINITION_BOOST = 0.5
 _QUERY_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_MEMBER_SEPARATOR = re.compile(r"(?<=[A-Za-z0-9_>])(?:::|->|#)(?=[A-Za-z_])")
 
 
 def query_identifiers(query: str) -> list[str]:
@@ -30,7 +31,12 @@ def query_identifiers(query: str) -> list[str]:
 
     >>> query_identifiers("where is getUserById called"), query_identifiers("retry after login")
     (['getUserById'], [])
+
+    Other languages' member separators read as dots, as symbols are stored: `RecursionGuard::new` (Rust,
+    C++, PHP), `Array#map` (Ruby docs) and `conn->close` (C, PHP) are `RecursionGuard.new`, `Array.map`
+    and `conn.close`.
     """
+    query = _MEMBER_SEPARATOR.sub(".", query)
     tokens = _QUERY_IDENT.findall(query)
     if len(tokens) == 1 and tokens[0] == query.strip():
         return tokens

@@ -214,6 +214,9 @@ def test_retrievers_fusion_keyword_boost_multiplies_the_score(index) -> None:
     ("get user by id", []),
     ("how many seconds to wait", []),
     ("Decimal rounding", []),
+    ("RecursionGuard::new", ["RecursionGuard.new"]),  # Rust, C++, PHP members read as the stored symbols
+    ("Array#map and conn->close", ["Array.map", "conn.close"]),
+    ("a -> b, issue #12", []),
 ])
 def test_retrievers_query_identifiers(query, expected) -> None:
     assert query_identifiers(query) == expected

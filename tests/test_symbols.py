@@ -27,3 +27,14 @@ def test_chunk_symbols_of_plain_and_merged_chunks() -> None:
     assert chunk_symbols({"symbol": "AuthService.login"}) == ["AuthService.login"]
     assert chunk_symbols({"symbol": ""}) == [] and chunk_symbols({}) == []
     assert chunk_defines({"symbol": "AuthService.login"}, "login")
+
+
+@pytest.mark.parametrize("symbol, identifier, expected", [
+    ("RecursionGuard<'_, S>.new", "RecursionGuard.new", True),  # Rust impl of a generic type
+    ("Map<K, List<V>>.get", "Map.get", True),                   # nested generic arguments
+    ("Map<K>.get", "get", True),
+    ("Mapx<K>.get", "Map.get", False),
+    ("Map<K>", "Map", True),
+])
+def test_chunk_defines_ignores_generic_arguments(symbol, identifier, expected) -> None:
+    assert chunk_defines({"symbol": symbol}, identifier) is expected
