@@ -1,0 +1,68 @@
+"""The legs dumped once and the fusion replayed over them (eval/legs.py): the replay is the search's ranking."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_FILES, write_files
+
+QUESTIONS = [("add sales tax to the sum of the line items", "src/billing/invoice.py"),
+             ("get_user_by_id", "src/auth/service.py"),
+             ("wait a little longer after each failed login attempt", "src/auth/service.py")]
+
+
+@pytest.fixture(scope="module")
+def dumped(tmp_path_factory: pytest.TempPathFactory):
+    from coderag.config import load_settings
+    from coderag.eval.datasets import Gold, Query
+    from coderag.eval.indexing import prepare_index
+    from coderag.eval.legs import dump
+
+    root = write_files(tmp_path_factory.mktemp("legs") / "repo", TINY_FILES).resolve()
+    prepare_index(root, load_settings(root), dense=True)
+    queries = [Query(f"q{i}", "tiny", text, (Gold(path, 1, 3),), "natural", "heldout" if i else "tune")
+               for i, (text, path) in enumerate(QUESTIONS)]
+    return root, list(dump(queries, lambda q: root, depth=10))
+
+
+def test_legs_dump_holds_each_leg_best_first(dumped) -> None:
+    _, records = dumped
+    assert [r["id"] for r in records] == ["q0", "q1", "q2"]
+    for rec in records:
+        assert set(rec["legs"]) == {"dense", "bm25"}  # short questions: no named-files leg
+        for ranked in rec["legs"].values():
+            scores = [s for _, s in ranked]
+            assert scores == sorted(scores, reverse=True) and 0 < len(ranked) <= 10
+            assert all(rec["nodes"][nid]["file_path"] in TINY_FILES for nid, _ in ranked)
+    json.dumps(records)  # a dump is plain JSON
+
+
+def test_legs_replay_gives_the_hybrid_ranking(dumped) -> None:
+    """Replayed with the index's own settings, the fusion ranks the dumped candidates as a search does."""
+    from coderag.config import Settings
+    from coderag.eval.legs import replay
+    from coderag.pipelines.code_index import CodeIndex
+
+    root, records = dumped
+    with CodeIndex.open(root, create=False) as index:
+        for rec, ranking in replay(records, Settings()):
+            res = index.search(rec["query"], retriever="hybrid", auto_merge=False, merge_adjacent=False,
+                               top_k=10, max_tokens=20_000)
+            shown = [(r.file_path, (r.start_line, r.end_line)) for r in res]  # cut_ratio may show fewer
+            assert shown and [(r.file_path, r.spans[0]) for r in ranking][: len(shown)] == shown
+
+
+def test_legs_replay_follows_the_settings_it_is_given(dumped, capsys) -> None:
+    from coderag.eval.legs import main
+
+    root, records = dumped
+    path = Path(root).parent / "legs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    assert main(["replay", str(path), "--split", "heldout", "--set", "retrieval.dense_weight=4"]) == 0
+    table = capsys.readouterr().out
+    assert "| all | 2 |" in table and "| split heldout | 2 |" in table and "tune" not in table
+    with pytest.raises(SystemExit):
+        main(["replay", str(path), "--set", "chunking.max_tokens=3"])
