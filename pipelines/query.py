@@ -143,7 +143,10 @@ class SearchEngine:
         note = f"stale: {len(stale)} file(s) changed since indexing" if stale else (freshness or "fresh")
         total = len(nodes)
         pool = nodes  # every place found: what is not shown in full may be listed as a candidate line
-        nodes = _preselect(nodes, opts.max_tokens, r.cut_ratio)
+        # A report's best chunk carries boosts (the traceback's functions, the named files) that would cut the
+        # rest of the right file: a long query fills the budget (RESULTS.md, session 9).
+        cut_ratio = r.report_cut_ratio if req is not None and req.reading is not None else r.cut_ratio
+        nodes = _preselect(nodes, opts.max_tokens, cut_ratio)
         # A lone chunk of a file just found unchanged is shown as indexed, without reading the file; not while
         # an ingestion runs in another thread, when the store and the manifest may briefly disagree.
         unchanged = frozenset(checked - stale) if quiet else frozenset()
@@ -155,11 +158,11 @@ class SearchEngine:
             else:
                 nodes = [m for n in nodes for m in self.reread.postprocess_nodes([n], query_bundle=req)]
         timings["merge_adjacent_ms"] = (time.perf_counter() - t2) * 1000
-        out = self._pack(opts, nodes, pool, total, note, stale, unchanged, files, lines, timings, t0)
+        out = self._pack(opts, nodes, pool, total, note, stale, unchanged, files, lines, timings, t0, cut_ratio)
         return out, stale
 
     def _pack(self, opts: SearchOptions, nodes: list, pool: list, total: int, freshness: str, stale: set[str],
-              unchanged: frozenset, files: _Files, lines, timings: dict, t0: float) -> SearchResults:
+              unchanged: frozenset, files: _Files, lines, timings: dict, t0: float, cut_ratio: float) -> SearchResults:
         """The payload: blocks packed into the budget, then candidate lines in what is left, counted exactly."""
         from coderag.postprocessors.candidates import CandidatePostprocessor, lines_check, pack_with_candidates
         from coderag.postprocessors.payload_cost import PayloadCost
@@ -184,7 +187,7 @@ class SearchEngine:
         counted = {p: c for p, c in files.counts.items() if p in unchanged}  # blocks priced from line counts
         coster = PayloadCost(opts.format.value, render_one, self.tokenizer, result, line_tokens=counted)
         packer = TokenBudgetPostprocessor(cost=coster.cost, prefix_cost=coster.prefix_cost, max_tokens=opts.max_tokens,
-                                          frame_tokens=frame_tokens, cut_ratio=self.settings.retrieval.cut_ratio,
+                                          frame_tokens=frame_tokens, cut_ratio=cut_ratio,
                                           min_block_tokens=coster.min_block_tokens(), min_cut_lines=MIN_CUT_LINES)
         picker = CandidatePostprocessor(skip_files=stale, unchanged_files=unchanged, check=lines_check(lines))
         packed, candidates = pack_with_candidates(lambda p, found: p.postprocess_nodes(found), packer, nodes, pool,

@@ -129,7 +129,12 @@ def _files(root: Path, query: str, **retrieval) -> list[str]:
 def test_report_ranks_the_failing_function_above_the_template(repo: Path) -> None:
     files = _files(repo, REPORT)
     assert files[0] == "src/shop/cart.py"
-    assert ".github/ISSUE_TEMPLATE/bug_report.md" not in files and "CHANGELOG.md" not in files
+    # A report fills the budget (retrieval.report_cut_ratio 0): in a repository this small the damped template
+    # and changelog may come at its tail, never before a source file.
+    noise = [i for i, f in enumerate(files) if f in (".github/ISSUE_TEMPLATE/bug_report.md", "CHANGELOG.md")]
+    assert all(i > max(j for j, f in enumerate(files) if f.startswith("src/")) for i in noise)
+    cut = _files(repo, REPORT, report_cut_ratio=0.45)  # the questions' cut leaves them out
+    assert ".github/ISSUE_TEMPLATE/bug_report.md" not in cut and "CHANGELOG.md" not in cut
 
 
 def test_report_read_verbatim_ranks_the_caller_first_and_keeps_the_noise(repo: Path) -> None:
