@@ -150,7 +150,7 @@ def test_candidates_payload_stays_within_budget(index, repo, fmt, max_tokens) ->
             assert doc["returned"] == len(res) and doc["candidates"] == [asdict(c) for c in res.candidates]
         else:
             assert all(f"   {c.id}  " in payload for c in res.candidates)
-    if max_tokens >= 800:
+    if max_tokens == 800:  # at 4,000 this small repository's places mostly fit as blocks
         assert listed >= 4, (fmt, max_tokens)
 
 

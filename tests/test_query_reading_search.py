@@ -133,7 +133,7 @@ def test_report_ranks_the_failing_function_above_the_template(repo: Path) -> Non
     # and changelog may come at its tail, never before a source file.
     noise = [i for i, f in enumerate(files) if f in (".github/ISSUE_TEMPLATE/bug_report.md", "CHANGELOG.md")]
     assert all(i > max(j for j, f in enumerate(files) if f.startswith("src/")) for i in noise)
-    cut = _files(repo, REPORT, report_cut_ratio=0.45)  # the questions' cut leaves them out
+    cut = _files(repo, REPORT, report_cut_ratio=0.45)  # a cut leaves them out
     assert ".github/ISSUE_TEMPLATE/bug_report.md" not in cut and "CHANGELOG.md" not in cut
 
 
