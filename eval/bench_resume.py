@@ -1,10 +1,13 @@
-"""Resume benchmark: a BM25-first build killed with SIGKILL at three points and resumed, against a clean build.
+"""Resume benchmark: a build killed with SIGKILL at three points and resumed, against a clean build.
 
 Not a test: it prints numbers. The corpus (``--corpus PATH``; default: Django 5.1.4's ``tests/`` folder of
 eval/bench_query.py's corpus, ``<cache>/bench/query/corpus/django-5.1.4/tests``, ~2,450 files) is copied
 as hard links into fresh folders under ``<cache>/bench/resume`` (``coderag.paths.cache_dir``), never into
 the repository. Each build is a child process doing what the owner's first pass does:
-``CodeIndex.open(root)`` then ``index.refresh(progress=..., dense=False)`` (BM25 only, no model).
+``CodeIndex.open(root)`` then ``index.refresh(progress=..., dense=False)`` (BM25 only, no model); with
+``--dense``, what ``coderag index`` does: ``refresh(dense=True)``, every chunk embedded by the real model.
+Dense vectors are compared within 1e-5 (a resumed run embeds a chunk in another batch, whose padding can
+move the last float bits); everything else exactly.
 
 What it prints:
 
@@ -30,6 +33,7 @@ Usage::
     python eval/bench_resume.py                         # the default corpus
     python eval/bench_resume.py --files 1000            # its first 1,000 files only
     python eval/bench_resume.py --corpus ~/src/repo --keep
+    python eval/bench_resume.py --dense --files 600     # builds with vectors, killed while embedding
 """
 
 from __future__ import annotations
@@ -88,8 +92,9 @@ def _offline() -> None:
 
 
 # -- child processes ----------------------------------------------------------------------------------
-def build_only(root: Path) -> int:
-    """The owner's first pass over `root`: print `files DONE TOTAL` per batch, then one `result {json}` line."""
+def build_only(root: Path, dense: bool = False) -> int:
+    """The owner's first pass over `root` (with `dense`, a build with vectors): print `files DONE TOTAL` per
+    batch, then one `result {json}` line."""
     _offline()
     from coderag.pipelines.code_index import CodeIndex
 
@@ -100,9 +105,9 @@ def build_only(root: Path) -> int:
             print(f"files {done} {total}", flush=True)
 
     with CodeIndex.open(root) as index:
-        s = index.refresh(progress=progress, dense=False)
+        s = index.refresh(progress=progress, dense=dense)
     print("result " + json.dumps({"seconds": round(time.perf_counter() - t0, 2), "seen": s.files_seen,
-                                  "indexed": s.indexed, "chunks": s.chunks, "nodes": s.nodes,
+                                  "indexed": s.indexed, "chunks": s.chunks, "nodes": s.nodes, "embedded": s.embedded,
                                   "peak_rss_kib": vm_hwm_kib()}), flush=True)
     return 0
 
@@ -189,10 +194,14 @@ def _canon(value) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
 
 
+DENSE_TOLERANCE = 1e-5
+
+
 def _vectors(vector) -> object:
-    """A point's vectors as plain data (Edge gives a dict of lists and SparseVector objects)."""
+    """A point's vectors as plain data (Edge gives a dict of lists and SparseVector objects), the dense one
+    left out: `snapshot` keeps it apart, compared within DENSE_TOLERANCE."""
     if isinstance(vector, dict):
-        return {k: _vectors(v) for k, v in sorted(vector.items())}
+        return {k: _vectors(v) for k, v in sorted(vector.items()) if not isinstance(v, (list, tuple))}
     if hasattr(vector, "indices") and hasattr(vector, "values"):
         return {"indices": list(vector.indices), "values": [round(float(x), 6) for x in vector.values]}
     if isinstance(vector, (list, tuple)):
@@ -233,14 +242,19 @@ def snapshot(root: Path) -> dict[str, dict[str, str]]:
                         [node.node_id, node.metadata.get("start_line"), node.metadata.get("end_line"), node.text])
         snap["leaf chunks per file"] = {p: _canon(sorted(v)) for p, v in leaves.items()}
         store = index.vector_store
-        points, offset = {}, None
+        points, dense, offset = {}, {}, None
         while True:
             recs, offset = store.client.scroll(ScrollRequest(limit=1024, offset=offset, with_payload=True,
                                                              with_vector=True))
-            points.update((str(r.id), _canon({"payload": r.payload, "vectors": _vectors(r.vector)})) for r in recs)
+            for r in recs:
+                points[str(r.id)] = _canon({"payload": r.payload, "vectors": _vectors(r.vector)})
+                for name, vec in sorted(r.vector.items()) if isinstance(r.vector, dict) else ():
+                    if isinstance(vec, (list, tuple)):
+                        dense[f"{r.id} {name}"] = json.dumps([float(x) for x in vec])
             if offset is None:
                 break
         snap["store points"] = points
+        snap["dense vectors"] = dense
         snap["store count"] = {"count": _canon(store.count())}
     return snap
 
@@ -253,13 +267,21 @@ def differences(clean: dict[str, dict[str, str]], other: dict[str, dict[str, str
         if a == b:
             continue
         only_a, only_b = sorted(a.keys() - b.keys()), sorted(b.keys() - a.keys())
-        changed = sorted(k for k in a.keys() & b.keys() if a[k] != b[k])
+        same = _close if section == "dense vectors" else str.__eq__
+        changed = sorted(k for k in a.keys() & b.keys() if not same(a[k], b[k]))
+        if not (only_a or only_b or changed):
+            continue
         first = (f"{only_a[0]!r} only in the clean build" if only_a else
                  f"{only_b[0]!r} only in the resumed one" if only_b else
                  f"{changed[0]!r}: clean {_short(a[changed[0]])} / resumed {_short(b[changed[0]])}")
         out.append(f"{section}: {len(only_a)} only in clean, {len(only_b)} only in resumed, {len(changed)} differ; "
                    f"first: {first}")
     return out
+
+
+def _close(a: str, b: str) -> bool:
+    x, y = json.loads(a), json.loads(b)
+    return len(x) == len(y) and all(abs(u - v) <= DENSE_TOLERANCE for u, v in zip(x, y))
 
 
 def _short(s: str, n: int = 240) -> str:
@@ -288,7 +310,7 @@ def default_corpus() -> Path:
     return cache_dir("bench", "query", "corpus", "django-5.1.4", "tests")
 
 
-def run(corpus: Path, limit: int | None, keep: bool, searches: int) -> int:
+def run(corpus: Path, limit: int | None, keep: bool, searches: int, dense: bool = False) -> int:
     from coderag.paths import cache_dir
 
     corpus = corpus.expanduser().resolve()
@@ -302,15 +324,16 @@ def run(corpus: Path, limit: int | None, keep: bool, searches: int) -> int:
     rels = corpus_files(corpus, limit)
     print(f"coderag resume benchmark: {corpus} ({len(rels)} files), copies under {work}")
     print(f"  machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
-          f"build = CodeIndex.open + refresh(dense=False) in a child process")
+          f"build = CodeIndex.open + refresh(dense={dense}) in a child process")
+    build = ("dense",) if dense else ()
     try:
         clean_root = work / "clean" / corpus.name
         link_copy(corpus, rels, clean_root)
-        b = _child("--build-only", clean_root, log)
+        b = _child("--build-only", clean_root, log, extra=build)
         r = b["result"]
         print(f"clean build: {b['seconds']:.1f} s wall ({r['seconds']:.1f} s in refresh), {r['indexed']} of "
               f"{r['seen']} files indexed, {r['chunks']} leaf chunks, {r['nodes']} nodes, "
-              f"peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB")
+              f"{r['embedded']} embedded, peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB")
         clean = snapshot(clean_root)
         print(f"  holds: {len(clean['manifest'])} manifest rows, {len(clean['store points'])} store points, "
               f"{sum(len(v) for k, v in clean.items() if k.startswith('docstore '))} docstore entries")
@@ -318,20 +341,21 @@ def run(corpus: Path, limit: int | None, keep: bool, searches: int) -> int:
         for frac, delay in zip(KILL_POINTS, KILL_DELAYS):
             root = work / f"kill{int(frac * 100)}" / corpus.name
             link_copy(corpus, rels, root)
-            k = _child("--build-only", root, log, kill_at=frac, delay=delay)
+            k = _child("--build-only", root, log, kill_at=frac, delay=delay, extra=build)
             done, total = k["progress"]
             if not k["killed"]:
                 print(f"kill at {frac:.0%}: the build finished first ({done}/{total} files); nothing to resume")
                 continue
             left = killed_state(root)
-            res = _child("--build-only", root, log)
+            res = _child("--build-only", root, log, extra=build)
             rr = res["result"]
             diffs = differences(clean, snapshot(root))
             same_all &= not diffs
             print(f"kill at {frac:.0%}: SIGKILL {delay:.1f} s after {done}/{total} files done, "
                   f"{k['seconds']:.1f} s into the build; left {left}")
             print(f"  resume: {res['seconds']:.1f} s wall ({rr['seconds']:.1f} s in refresh), {rr['indexed']} files "
-                  f"indexed, {rr['chunks']} leaf chunks, peak RSS {rr['peak_rss_kib'] / 1024:.0f} MiB")
+                  f"indexed, {rr['chunks']} leaf chunks, {rr['embedded']} embedded, "
+                  f"peak RSS {rr['peak_rss_kib'] / 1024:.0f} MiB")
             print(f"  same content: {'yes' if not diffs else 'no'}")
             for line in diffs:
                 print(f"    {line}")
@@ -358,14 +382,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--files", type=int, default=None, metavar="N", help="only the corpus's first N files")
     p.add_argument("--searches", type=int, default=50, help="BM25 searches of the serving child (default 50)")
     p.add_argument("--keep", action="store_true", help="keep the copies and their indexes")
+    p.add_argument("--dense", action="store_true", help="builds with vectors (coderag index), not BM25 first")
     p.add_argument("--build-only", type=Path, metavar="ROOT", help=argparse.SUPPRESS)
     p.add_argument("--serve-only", type=Path, metavar="ROOT", help=argparse.SUPPRESS)
     a, rest = p.parse_known_args(argv)
     if a.build_only:
-        return build_only(a.build_only)
+        return build_only(a.build_only, dense=rest == ["dense"])
     if a.serve_only:
         return serve_only(a.serve_only, int(rest[0]) if rest else a.searches)
-    return run(a.corpus or default_corpus(), a.files, a.keep, a.searches)
+    return run(a.corpus or default_corpus(), a.files, a.keep, a.searches, a.dense)
 
 
 if __name__ == "__main__":
