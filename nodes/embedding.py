@@ -129,6 +129,12 @@ class CachedEmbedder(TransformComponent):
         """Off: nodes pass through unembedded (the BM25-first pass of a first build)."""
         self._enabled = enabled
 
+    def release_memory(self) -> None:
+        """After a bulk of chunks: let the model free its working memory, if it was loaded and can."""
+        release = getattr(self._model, "release_memory", None)
+        if release is not None:
+            release()
+
     @property
     def model(self):
         if self._model is None:

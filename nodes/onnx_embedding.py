@@ -199,6 +199,10 @@ class OnnxEmbedding(BaseEmbedding):
     def _embed(self, texts: List[str]) -> List[List[float]]:
         return self._encoder.embed(texts).tolist()
 
+    def release_memory(self) -> None:
+        """Free what embedding a bulk of chunks left allocated (OnnxEncoder.release_memory)."""
+        self._encoder.release_memory()
+
     # -- queries ------------------------------------------------------------------------------------
     def start_process(self) -> bool:
         """Start the query-embedding helper process (about 0.5 s, ~100 MB); True if it runs."""

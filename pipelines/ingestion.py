@@ -14,6 +14,7 @@ from typing import Callable, Optional
 
 from coderag.config import Settings
 from coderag.errors import ConfigError
+from coderag.heap import trim_heap
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.keys import DUPLICATE_OF_KEY, IS_LEAF_KEY
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
@@ -286,6 +287,8 @@ class Ingestion:
         if self._embedder is not None:
             self.summary.embedded = self._embedder.stats["embedded"]
             self.summary.cached = self._embedder.stats["cached"]
+            if self._embedder.stats["embedded"]:
+                self._embedder.release_memory()  # before the store optimizes: the two peaks do not add up
             if self._embedder.stats["embedded"] and getattr(self._embedder.model, "onnx_file", None) is None:
                 # torch embedded the chunks, so it is loaded anyway: export the ONNX twin that makes later
                 # query processes start fast (an OnnxEmbedding has its file: nothing to export)
@@ -296,6 +299,7 @@ class Ingestion:
             if self._new_points >= OPTIMIZE_MIN_NEW_POINTS and hasattr(self._store, "optimize"):
                 if self.progress:
                     self.progress("optimize", 0, 0)
+                trim_heap()  # the optimizer's peak comes on top of what the process holds
                 self._store.optimize()
             if hasattr(self._store, "close"):
                 self._store.close()
