@@ -322,7 +322,8 @@ class IndexService:
             if p["phase"] == "failed":
                 note = (f"indexing failed ({p['error']}): answering from BM25 over what was indexed; "
                         f'"coderag index {self.root}" shows the error')
-            if idx.state.get_meta("fingerprint") is None and p["phase"] != "idle":
+            # Not the fingerprint: a first build stamps it before its first batch is committed.
+            if not idx.state.has_searchable_file() and p["phase"] != "idle":
                 return self._building(params, note)
             res = idx.search(**{**params, "retriever": "bm25"}, refresh=False, freshness=note)
         else:

@@ -25,6 +25,9 @@ log = logging.getLogger("coderag.watcher")
 
 DEBOUNCE_MS = 80
 STEP_MS = 20
+# watchfiles yields an empty batch after this long without events, so a rescan owed by a new plan runs soon
+# after the new folders are watched even when nothing else happens.
+IDLE_YIELD_MS = 250
 NOT_WATCHED = frozenset({INDEX_DIR_NAME, ".git"})  # our own writes, and git's (its events were dropped anyway)
 BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 HEALTHY_S = 60.0  # a watcher that ran this long before dying starts its backoff over
@@ -84,11 +87,11 @@ class TreeWatcher:
 
     # -- supervision -------------------------------------------------------------------------------
     def run(self) -> None:
-        failures = 0
+        failures, restarted = 0, False
         while not self.stop.is_set():
             t0 = time.monotonic()
             try:
-                self._watch()
+                self._watch(rescan_first=restarted)  # whatever changed while it was down
                 break  # stopped
             except Exception as exc:
                 if self.stop.is_set():
@@ -102,7 +105,7 @@ class TreeWatcher:
                             delay, exc_info=True)
                 if self.stop.wait(delay):
                     break
-                self._deliver([], True)  # whatever changed while it was down
+                restarted = True
         self.state = "stopped"
 
     def _deliver(self, rels: list[str], rescan: bool) -> None:
@@ -124,23 +127,28 @@ class TreeWatcher:
         self.dirs = set(dirs)
         return dirs
 
-    def _watch(self) -> None:
+    def _watch(self, rescan_first: bool = False) -> None:
+        """Watch the planned folders; a batch in which a folder came or went ends the watch, and the next one
+        watches the new plan. The tree is rescanned only once the new folders are watched (at the first
+        batch, or the first empty one after IDLE_YIELD_MS): a change made before that, say a folder moved
+        out right after it was moved in, has no event in either watch."""
         from watchfiles import watch
 
+        owed = rescan_first
         while not self.stop.is_set():
             dirs = self._plan()
             self.state = "running"
             try:
-                # A batch in which a folder came or went ends this watch: the next one watches the new plan,
-                # and the tree is rescanned for what changed between the two.
-                for raw in watch(*dirs, watch_filter=None, debounce=DEBOUNCE_MS, step=STEP_MS, rust_timeout=0,
-                                 stop_event=self.stop, recursive=False, ignore_permission_denied=True,
-                                 raise_interrupt=False):
+                for raw in watch(*dirs, watch_filter=None, debounce=DEBOUNCE_MS, step=STEP_MS,
+                                 rust_timeout=IDLE_YIELD_MS, yield_on_timeout=True, stop_event=self.stop,
+                                 recursive=False, ignore_permission_denied=True, raise_interrupt=False):
                     rels, folders = self._filter(raw)
-                    if rels or folders:
-                        self._deliver(rels, folders)
                     if folders:
+                        owed = True
                         break
+                    if rels or owed:
+                        self._deliver(rels, owed)
+                        owed = False
             except RuntimeError as exc:  # watchfiles' WatchfilesRustInternalError
                 if "decode" not in str(exc):
                     raise
@@ -148,7 +156,7 @@ class TreeWatcher:
                 # watch anew and rescan what the batch held.
                 self.skipped_undecodable += 1
                 log.warning("file watcher: skipped an event for a name that is not UTF-8 (%s); rescanning", exc)
-                self._deliver([], True)
+                owed = True
 
     def _filter(self, raw: set) -> tuple[list[str], bool]:
         """The batch's paths relative to the root, and whether a folder came or went (re-plan and rescan)."""

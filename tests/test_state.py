@@ -40,10 +40,12 @@ def test_state_meta_and_counts(tmp_path: Path) -> None:
         state.set_meta("fingerprint", "fp-1")
         state.set_meta("fingerprint", "fp-2")  # replaced, not added
         assert state.get_meta("fingerprint") == "fp-2"
-        state.put_file(_rec("a.py", n_nodes=4, n_leaves=3))
-        state.put_file(_rec("b.py", status=STATUS_SPARSE, n_nodes=2, n_leaves=1))
         state.put_file(_rec("key.pem", status="secret", n_nodes=0, n_leaves=0))
         state.put_file(_rec("c.py", status=STATUS_DIRTY, n_nodes=1, n_leaves=1))
+        assert not state.has_searchable_file()  # stamped, but no file's chunks yet: a first build is running
+        state.put_file(_rec("b.py", status=STATUS_SPARSE, n_nodes=2, n_leaves=1))
+        assert state.has_searchable_file()  # BM25-only files are searchable
+        state.put_file(_rec("a.py", n_nodes=4, n_leaves=3))
         state.add_chunk("n1", "h", "a.py", 1, 5, None)
         state.add_chunk("n2", "h", "b.py", 1, 5, "n1")
         assert state.counts() == {"files": 2, "pending_dense": 1, "skipped": 2, "nodes": 7, "leaves": 5,

@@ -131,13 +131,45 @@ def test_watcher_that_dies_is_restarted_and_reported(tmp_path: Path) -> None:
         assert s["state"] == "restarting" and s["last_error"].startswith("FileNotFoundError"), s
         root.mkdir()
         _wait_until(lambda: w.state == "running", LIMIT_S, "running again")
-        assert ([], True) in got  # a rescan for what changed while it was down
+        _wait_until(lambda: ([], True) in got, LIMIT_S, "a rescan for what changed while it was down")
         (root / "new.py").write_text("x = 1\n")
         _wait_until(lambda: (["new.py"], False) in got, LIMIT_S, "an event after the restart")
     finally:
         stop.set()
         t.join(10)
     assert w.status()["state"] == "stopped"
+
+
+def test_watcher_rescans_for_a_change_made_while_it_replans(tmp_path: Path) -> None:
+    """A folder moved in re-plans the watch; the folder moved out again at once, before the new watch is
+    set up, has no event in either watch. The rescan comes once the new folders are watched, so it sees
+    the folder gone (a rescan before the re-plan, as the watcher did once, missed it)."""
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    outside = tmp_path / "elsewhere" / "pkg"
+    outside.mkdir(parents=True)
+    (outside / "moved.py").write_text("x = 1\n")
+    got: list[tuple[list[str], bool]] = []
+
+    def on_changes(rels: list[str], rescan: bool) -> None:
+        got.append((rels, rescan))
+        if rescan and len(got) == 1:  # the first rescan: the folder goes back out before anything else runs
+            os.rename(root / "src" / "pkg", outside)
+
+    stop = threading.Event()
+    w = TreeWatcher(str(root), on_changes, stop)
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    try:
+        _wait_until(lambda: w.state == "running", LIMIT_S, "watching")
+        time.sleep(0.3)  # the watch is set up (no event can tell)
+        os.rename(outside, root / "src" / "pkg")
+        _wait_until(lambda: len(got) >= 2, LIMIT_S, "a rescan after the folder went out again")
+        assert all(rescan for _, rescan in got), got
+        assert str(root / "src" / "pkg") not in w.dirs
+    finally:
+        stop.set()
+        t.join(10)
 
 
 def test_failed_background_build_reports_its_reason(tiny_repo: Path) -> None:

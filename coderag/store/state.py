@@ -215,6 +215,13 @@ class IndexState:
         return [r[0] for r in self.conn.execute("SELECT path FROM inflight ORDER BY path")]
 
     @_locked
+    def has_searchable_file(self) -> bool:
+        """Whether any file's chunks are committed (a first build has written its first batch)."""
+        marks = ",".join("?" * len(SEARCHABLE))
+        row = self.conn.execute(f"SELECT 1 FROM files WHERE status IN ({marks}) LIMIT 1", SEARCHABLE).fetchone()
+        return row is not None
+
+    @_locked
     def counts(self) -> dict[str, int]:
         q = self.conn.execute
         return {
