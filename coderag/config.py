@@ -78,6 +78,7 @@ class RetrievalSettings(_Section):
     max_parent_lines: int = Field(default=120, ge=1, description="Auto-merge never returns a parent longer than this.")
     merge_min_score_ratio: float = Field(default=0.5, ge=0.0, le=1.0, description="Children below this x best score do not count for merging.")
     gap_lines: int = Field(default=3, ge=0, le=100, description="Chunks of one file this close are merged into one block.")
+    merge_max_lines: int = Field(default=120, ge=1, description="...but not into a block longer than this (overlapping chunks always merge).")
     cut_ratio: float = Field(default=0.3, ge=0.0, le=1.0, description="Dynamic cut: drop results below this x best score (0 = off).")
     keyword_boost: float = Field(default=0.5, ge=0.0, description="Score boost for results containing the keywords.")
     tests_docs_weight: float = Field(default=0.9, ge=0.0, le=2.0, description="Score factor for tests, docs and plain text (1 = no preference for source code).")

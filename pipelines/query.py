@@ -109,7 +109,7 @@ class SearchEngine:
         self.tokenizer, self.checker, self.other_locations = tokenizer, checker, other_locations
         self.texts = FileTexts()  # files read for answers, kept while they do not change
         r = settings.retrieval
-        self.merge = MergeAdjacentPostprocessor(gap_lines=r.gap_lines)
+        self.merge = MergeAdjacentPostprocessor(gap_lines=r.gap_lines, max_lines=r.merge_max_lines)
         # Each chunk alone, re-read like a merged block: the text shown is the file's lines now (a stale
         # file's chunk included), and chunks of deleted files are dropped.
         self.reread = MergeAdjacentPostprocessor(gap_lines=0)

@@ -21,7 +21,9 @@ class MergeAdjacentPostprocessor(BaseNodePostprocessor):
 
     The merged block is read from the file as it is now, so the lines between the chunks are filled
     in and the text is exactly lines start_line..end_line. It keeps the best member's score and
-    symbol. Chunks of files that no longer exist are dropped. Blocks come out best first.
+    symbol. Chunks of files that no longer exist are dropped. Blocks come out best first. Chunks that only
+    lie close are not joined beyond `max_lines` (overlapping ones always are, so no line is shown twice):
+    one block of a 400-line stretch is a file, not a place.
 
     `unchanged_files` names files the caller has just checked against the index (same size and mtime, or
     same hash): a lone chunk of such a file is its lines already and is kept without reading the file.
@@ -30,6 +32,7 @@ class MergeAdjacentPostprocessor(BaseNodePostprocessor):
     """
 
     gap_lines: int = Field(default=DEFAULT_GAP_LINES, ge=0, description="Largest gap (in lines) that is filled in.")
+    max_lines: Optional[int] = Field(default=None, ge=1, description="Longest block made by joining close chunks.")
     _lines: Optional[LineSource] = PrivateAttr(default=None)
     _unchanged: frozenset = PrivateAttr(default=frozenset())
 
@@ -56,7 +59,11 @@ class MergeAdjacentPostprocessor(BaseNodePostprocessor):
             runs: list[list[NodeWithScore]] = [[group[0]]]
             end = group[0].node.metadata[END_LINE_KEY]
             for n in group[1:]:
-                if n.node.metadata[START_LINE_KEY] <= end + self.gap_lines + 1:
+                start = n.node.metadata[START_LINE_KEY]
+                run_start = runs[-1][0].node.metadata[START_LINE_KEY]
+                too_long = self.max_lines is not None and \
+                    max(end, n.node.metadata[END_LINE_KEY]) - run_start + 1 > self.max_lines
+                if start <= end or (start <= end + self.gap_lines + 1 and not too_long):
                     runs[-1].append(n)
                     end = max(end, n.node.metadata[END_LINE_KEY])
                 else:

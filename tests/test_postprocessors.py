@@ -174,8 +174,9 @@ def numbered(tmp_path: Path):
     return tmp_path, lines
 
 
-def _merge(root: Path, nodes, gap: int = 3):
-    return MergeAdjacentPostprocessor(lines=LineSource(root), gap_lines=gap).postprocess_nodes(nodes)
+def _merge(root: Path, nodes, gap: int = 3, max_lines=None):
+    return MergeAdjacentPostprocessor(lines=LineSource(root), gap_lines=gap,
+                                      max_lines=max_lines).postprocess_nodes(nodes)
 
 
 def test_merge_adjacent_overlapping_chunks_become_one_filled_block(numbered) -> None:
@@ -197,6 +198,18 @@ def test_merge_adjacent_fills_a_small_gap_and_keeps_a_large_one(numbered) -> Non
     assert [(n.node.metadata["start_line"], n.node.metadata["end_line"]) for n in far] == [(1, 4), (9, 9)]
     touching = _merge(root, [_node("a.py", 1, 4, 0.5, lines), _node("a.py", 5, 6, 0.4, lines)], gap=0)
     assert [(n.node.metadata["start_line"], n.node.metadata["end_line"]) for n in touching] == [(1, 6)]
+
+
+def test_merge_adjacent_joins_close_chunks_only_up_to_max_lines(numbered) -> None:
+    """Close chunks stop joining at max_lines (a run of them would show a whole file as one place);
+    overlapping ones always merge, so no line is shown twice."""
+    root, lines = numbered
+    close = [_node("a.py", s, s + 5, 0.5, lines) for s in (1, 8, 15, 22)]  # gaps of one line
+    spans = lambda out: sorted((n.node.metadata["start_line"], n.node.metadata["end_line"]) for n in out)
+    assert spans(_merge(root, close, gap=3)) == [(1, 27)]
+    assert spans(_merge(root, close, gap=3, max_lines=14)) == [(1, 13), (15, 27)]
+    overlapping = [_node("a.py", 1, 10, 0.5, lines), _node("a.py", 8, 20, 0.4, lines)]
+    assert spans(_merge(root, overlapping, gap=3, max_lines=5)) == [(1, 20)]
 
 
 def test_merge_adjacent_contained_chunk_and_other_files(numbered) -> None:
