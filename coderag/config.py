@@ -43,7 +43,7 @@ class StoreSettings(_Section):
 
 class EmbeddingSettings(_Section):
     model_path: Optional[str] = Field(default=None, description="Local sentence-transformers model folder; default: the bundled all-MiniLM-L6-v2.")
-    batch_size: int = Field(default=32, ge=1, le=1024, description="Chunks per embedding batch.")
+    batch_size: int = Field(default=16, ge=1, le=1024, description="Chunks per embedding batch (ONNX Runtime keeps the activation memory of the largest).")
     window_tokens: int = Field(default=256, ge=16, le=8192, description="The model's input window, special tokens included.")
     threads: int = Field(default=0, ge=0, le=256, description="Threads that embed chunks when indexing (ONNX Runtime, or torch); 0 = all cores.")
     device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="Where chunks are embedded: auto = a CUDA GPU when torch sees one, else the CPU through the model's ONNX twin (queries always run on the CPU).")

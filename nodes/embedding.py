@@ -14,7 +14,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 from coderag.errors import ModelLoadError
 from coderag.nodes.keys import DUPLICATE_OF_KEY, IS_LEAF_KEY
 
-DEFAULT_BATCH_SIZE = 32
+DEFAULT_BATCH_SIZE = 16
 
 
 def resolve_device(device: str) -> str:
