@@ -10,7 +10,7 @@ __all__ = ["CodeIndex", "SearchResults", "SearchResult", "index_repository"]
 
 if TYPE_CHECKING:
     from coderag.pipelines.code_index import CodeIndex
-    from coderag.pipelines.code_index import index_repository
+    from coderag.pipelines.index_repository import index_repository
     from coderag.postprocessors.payload import SearchResult, SearchResults
 
 
@@ -21,7 +21,7 @@ def __getattr__(name: str) -> Any:
 
         return CodeIndex
     if name == "index_repository":
-        from coderag.pipelines.code_index import index_repository
+        from coderag.pipelines.index_repository import index_repository
 
         return index_repository
     if name in ("SearchResults", "SearchResult"):

@@ -100,7 +100,7 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
     from coderag.client import IndexClient, owner_client, owner_or_open
     from coderag.config import load_settings
     from coderag.paths import private_umask
-    from coderag.pipelines.code_index import index_repository
+    from coderag.pipelines.index_repository import index_repository
 
     settings = load_settings(path, config)
     progress = IndexProgress()  # a rich bar on a terminal; one line per phase in a pipe or CI log

@@ -289,10 +289,8 @@ def build(root: Path, fake_dense: bool, head_dense: int, keys: list[str]) -> Non
 
     with BenchIndex.open(root, settings=settings, create=True) as index:
         s = index.refresh(progress=progress)
-        optimize = getattr(index.vector_store, "optimize", None)
-        if optimize is not None and s.chunks:
-            progress("optimize", 0, 0)
-            optimize()  # the HNSW index over what was just loaded, as after any bulk load
+        if s.chunks:
+            index.optimize(progress)  # the HNSW graph over what was just loaded, as `coderag index` builds it
         # an index of an older coderag is brought up to date in place, as `coderag index` does
         for what, n in upgrade_index(index.root, settings, index.state, progress, store=index.vector_store).items():
             print(f"  upgraded: {what}: {n}", file=sys.stderr)

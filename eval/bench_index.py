@@ -161,7 +161,7 @@ def run(corpus: str, max_files: int | None, n_synth: int | None, batch_size: int
     import numpy as np
 
     from coderag.nodes.embedding import load_document_model, load_embed_model
-    from coderag.pipelines.code_index import index_repository
+    from coderag.pipelines.index_repository import index_repository
 
     settings = Settings()
     if batch_size:

@@ -14,7 +14,6 @@ from typing import Callable, Optional
 
 from coderag.config import Settings
 from coderag.errors import ConfigError
-from coderag.heap import trim_heap
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.keys import DUPLICATE_OF_KEY, IS_LEAF_KEY
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
@@ -78,7 +77,6 @@ class Ingestion:
         self._pipeline = None
         self._filter = None
         self._embedder = None
-        self._new_points = 0
         # Counts the lines of the files indexed: the open index's PayloadTokenizer when there is one (one
         # cl100k per process, not one per run of the owner's dense pass), else one made on first use.
         self._tokenizer = tokenizer
@@ -266,7 +264,6 @@ class Ingestion:
             e = next((x for x in batch if x.rel_path == path), None)
             if e is not None and path not in stats and reason != "vanished":
                 self.state.put_file(FileRecord(path, e.size, e.mtime_ns, None, None, reason, 0, 0))
-        self._new_points += sum(1 for n in nodes if n.embedding is not None or not self.dense)
         self.state.clear_inflight(stats)
         self.state.commit()
         for k, v in skips.counts.items():
@@ -288,21 +285,15 @@ class Ingestion:
             self.summary.embedded = self._embedder.stats["embedded"]
             self.summary.cached = self._embedder.stats["cached"]
             if self._embedder.stats["embedded"]:
-                self._embedder.release_memory()  # before the store optimizes: the two peaks do not add up
+                self._embedder.release_memory()  # before the store optimizes (CodeIndex.optimize): peaks do not add up
             if self._embedder.stats["embedded"] and getattr(self._embedder.model, "onnx_file", None) is None:
                 # torch embedded the chunks, so it is loaded anyway: export the ONNX twin that makes later
                 # query processes start fast (an OnnxEmbedding has its file: nothing to export)
                 from coderag.nodes.onnx_embedding import export_onnx
 
                 export_onnx(self.settings.model_dir())
-        if self._store is not None and self._owns_store:
-            if self._new_points >= OPTIMIZE_MIN_NEW_POINTS and hasattr(self._store, "optimize"):
-                if self.progress:
-                    self.progress("optimize", 0, 0)
-                trim_heap()  # the optimizer's peak comes on top of what the process holds
-                self._store.optimize()
-            if hasattr(self._store, "close"):
-                self._store.close()
+        if self._store is not None and self._owns_store and hasattr(self._store, "close"):
+            self._store.close()
 
 
 def _batches(entries: list[FileEntry]):

@@ -301,3 +301,32 @@ def test_code_index_ids_survive_a_rebuild(tmp_path: Path) -> None:
     index_repository(root, settings=Settings(), rebuild=True)
     assert ids() == first
     assert file_lines(root, "src/cache/lru.py")[4] == "class LruCache:"
+
+
+def test_index_builds_the_vector_graph_after_a_bulk_load_and_embeds_again_after(tmp_path: Path) -> None:
+    """`coderag index` builds the HNSW graph when a run wrote `store.hnsw_min_chunks` chunks or more (the
+    owner never does: it would hold the GIL while serving); the document model is let go first and loaded
+    again by the next run that embeds."""
+    from coderag import CodeIndex, index_repository
+
+    root = write_files(tmp_path / "shop", INDEX_FILES)
+    phases: list[str] = []
+    settings = Settings.model_validate({"store": {"hnsw_min_chunks": 1}})
+    s = index_repository(root, settings=settings, progress=lambda phase, done, total: phases.append(phase))
+    assert s.chunks >= 1 and phases[-1] == "optimize", phases
+    phases.clear()
+    index_repository(write_files(tmp_path / "other", INDEX_FILES), progress=lambda p, d, t: phases.append(p))
+    assert "optimize" not in phases  # a run below the default's 5,000 chunks leaves dense queries exact
+
+    _rewrite(root, "src/billing/invoice.py", '''
+        def invoice_total(items, tax_rate=0.2):
+            """Sum the line items and add the sales tax on the subtotal."""
+            return sum(i.price * i.qty for i in items) * (1 + tax_rate)
+        ''')
+    with CodeIndex.open(root, settings=settings, create=False) as idx:
+        idx.optimize()  # what `coderag index` does after a bulk load, on the open index
+        again = idx.refresh()  # the model was let go by optimize(): loaded again to embed the change
+        assert again.indexed == 1 and again.embedded >= 1
+        res = idx.search("add the sales tax to the line items")
+        assert res[0].file_path == "src/billing/invoice.py"
+        assert_exact(root, res)

@@ -32,7 +32,7 @@ def _reaped(pid: int) -> bool:
 
 @pytest.fixture(scope="module")
 def indexed_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from coderag.pipelines.code_index import index_repository
+    from coderag.pipelines.index_repository import index_repository
 
     root = write_files(tmp_path_factory.mktemp("daemon") / "repo", TINY_FILES)
     index_repository(root)

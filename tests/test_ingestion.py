@@ -157,7 +157,7 @@ def index_files_snapshot(root: Path) -> dict[str, str]:
 
 
 def index(root: Path, **kw):
-    from coderag.pipelines.code_index import index_repository
+    from coderag.pipelines.index_repository import index_repository
 
     return index_repository(root, **kw)
 

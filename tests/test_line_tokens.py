@@ -114,7 +114,7 @@ def test_segment_starts() -> None:
 
 def test_indexing_stores_counts_and_index_fills_what_is_missing(tiny_repo: Path) -> None:
     from coderag.paths import DB_NAME, index_dir
-    from coderag.pipelines.code_index import index_repository
+    from coderag.pipelines.index_repository import index_repository
     from coderag.pipelines.migrations import fill_line_tokens
     from coderag.store.state import IndexState
 
@@ -186,7 +186,7 @@ def test_index_rewrites_points_of_the_older_format_once(tiny_repo: Path, older: 
     from qdrant_edge import ScrollRequest, UpdateOperation
 
     from coderag.pipelines.code_index import CodeIndex
-    from coderag.pipelines.code_index import index_repository
+    from coderag.pipelines.index_repository import index_repository
     from coderag.pipelines.migrations import upgrade_store
     from coderag.store.edge_vector_store import NODE_KEY, PARENT_KEY, payload_to_node
     from coderag.store.state import STORE_FORMAT, STORE_FORMAT_KEY

@@ -25,7 +25,7 @@ TIMEOUT_S = 180
 @pytest.fixture(scope="module")
 def indexed_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One index for the module: the tests race for it, and none changes a file of the repository."""
-    from coderag.pipelines.code_index import index_repository
+    from coderag.pipelines.index_repository import index_repository
 
     root = write_files(tmp_path_factory.mktemp("races") / "repo", TINY_FILES)
     index_repository(root)

@@ -153,7 +153,7 @@ def test_scan_unreadable_file_is_skipped_then_indexed_once_readable(tmp_path: Pa
 
     Regression: the manifest kept it as "unreadable" and no-change runs never looked at it again.
     """
-    from coderag.pipelines.code_index import index_repository
+    from coderag.pipelines.index_repository import index_repository
 
     root = write_files(tmp_path / "repo", {"secret.py": "def token():\n    return 'abc'\n"})
     (root / "secret.py").chmod(0)
@@ -211,7 +211,7 @@ NOISE_SETTINGS = {"chunking": {"max_file_bytes": 5_500_000}}
 
 
 def test_scan_index_counts_every_skip_by_reason(tmp_path: Path) -> None:
-    from coderag.pipelines.code_index import index_repository
+    from coderag.pipelines.index_repository import index_repository
     from coderag.paths import DB_NAME, SHARD_NAME
     from coderag.store.edge_vector_store import EdgeVectorStore
     from coderag.store.state import IndexState

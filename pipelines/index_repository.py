@@ -1,0 +1,65 @@
+"""index_repository: `coderag index` as a function, the one-shot build of a repository's index."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from coderag.config import Settings, load_settings
+from coderag.lock import WriterLock
+from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
+from coderag.pipelines.code_index import CodeIndex
+from coderag.store.state import IndexState
+
+
+def index_repository(root: str | Path, settings: Settings | None = None, rebuild: bool = False,
+                     progress=None, wait: float = 0.0):
+    """Bring the index of `root` up to date with its working tree and return what was done (`coderag index`).
+
+    An unchanged tree is answered from the manifest alone (no LlamaIndex, torch or Qdrant import); changes go
+    through `CodeIndex.refresh`, the one update path.
+
+    Examples:
+        >>> s = index_repository("path/to/repo")            # doctest: +SKIP
+        >>> s.indexed, s.unchanged, s.removed, s.chunks     # doctest: +SKIP
+        (42, 0, 0, 311)
+    """
+    from coderag.errors import ConfigError
+    from coderag.paths import remove_index_files
+    from coderag.pipelines.changes import detect_changes
+    from coderag.pipelines.ingestion import IndexSummary, check_fingerprint, fingerprint
+    from coderag.pipelines.migrations import upgrade_index
+
+    t0 = time.perf_counter()
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a folder. Pass the repository to index: coderag index PATH")
+    settings = settings or load_settings(root)
+    idx = ensure_index_dir(root)
+    lock = WriterLock(idx / LOCK_NAME).acquire(wait=wait)
+    try:
+        if rebuild:
+            remove_index_files(idx)
+        state = IndexState(idx / DB_NAME)
+        try:
+            check_fingerprint(state, fingerprint(settings), root)
+            changes = detect_changes(root, state)
+            if not (changes.candidates or changes.removed):
+                s = IndexSummary(root=str(root), files_seen=len(changes.entries), unchanged=changes.unchanged,
+                                 skipped=dict(changes.skips.counts), skip_items=list(changes.skips.items))
+                s.upgraded = upgrade_index(root, settings, state, progress)
+                s.seconds = time.perf_counter() - t0
+                return s
+        finally:
+            state.close()
+        index, lock = CodeIndex.open(root, settings=settings, lock=lock), None  # the index releases it
+        with index:
+            s = index.refresh(progress=progress)
+            if s.chunks >= settings.store.hnsw_min_chunks:
+                index.optimize(progress)
+            s.upgraded = upgrade_index(root, settings, index.state, progress, store=index.vector_store)
+        s.seconds = time.perf_counter() - t0
+        return s
+    finally:
+        if lock is not None:
+            lock.release()
