@@ -261,20 +261,19 @@ def build(root: Path, fake_dense: bool, head_dense: int, keys: list[str]) -> Non
     from coderag.pipelines.migrations import upgrade_index
 
     settings = Settings()
-    if fake_dense:
-        embedder = hash_embedding_class()(embed_batch_size=settings.embedding.batch_size)
-    elif head_dense:
-        embedder = head_embedding(settings, head_dense)
-    else:
-        embedder = None
 
     class BenchIndex(CodeIndex):
         """A CodeIndex whose chunks are embedded by the benchmark's embedder (when it has one): the one
-        public seam, `document_embed_model`, is what `refresh` embeds chunks with."""
+        public seam, `document_embed_model`, is what `refresh` embeds chunks with. Held where the index
+        holds its own model, so that `optimize()` lets it go as in `coderag index`."""
 
         @property
         def document_embed_model(self):
-            return embedder if embedder is not None else super().document_embed_model
+            if self._doc_embed_model is None and fake_dense:
+                self._doc_embed_model = hash_embedding_class()(embed_batch_size=settings.embedding.batch_size)
+            elif self._doc_embed_model is None and head_dense:
+                self._doc_embed_model = head_embedding(settings, head_dense)
+            return super().document_embed_model
 
     t0 = time.perf_counter()
     last = [0.0]

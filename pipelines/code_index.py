@@ -254,16 +254,19 @@ class CodeIndex:
         shard takes 0.7 ms with it and 5.5 ms scanning every vector. It blocks and holds the GIL (seconds to a
         minute), so a one-shot build calls it (`coderag index`), never an owner that serves searches. The
         document model is let go first: the optimizer's peak comes on top of what the process holds."""
+        import gc
+
         from coderag.heap import trim_heap
 
         optimize = getattr(self.vector_store, "optimize", None)
         if optimize is None:
             return False  # a Qdrant server builds its own index
         self._doc_embed_model = None  # loaded again if this process embeds more
-        if progress:
-            progress("optimize", 0, 0)
         with self.ingest_lock:
+            gc.collect()  # the model's objects hold reference cycles: freed now, not at the next collection
             trim_heap()
+            if progress:
+                progress("optimize", 0, 0)
             return optimize()
 
     def search(self, query: str, *, file_pattern: Optional[str] = None, keywords: Iterable[str] = (),
