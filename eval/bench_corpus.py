@@ -242,12 +242,13 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def rss_mb() -> float:
-    """This process's resident memory now (Linux /proc; 0 elsewhere)."""
+def current_rss_mb(pid: Optional[int] = None) -> float:
+    """The resident memory of `pid` (default: this process) now, from Linux /proc; 0 elsewhere."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+        with open(f"/proc/{pid or 'self'}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
     except OSError:
         pass
     return 0.0
@@ -283,7 +284,7 @@ def build(root: Path, fake_dense: bool, head_dense: int, keys: list[str]) -> Non
         if phase in ("files", "embed", "upgrade", "optimize") and (now - last[0] > 15 or phase == "optimize"
                                                                     or done == total):
             last[0] = now
-            print(f"  [{now - t0:7.0f} s] {phase} {done}/{total}  (RSS {rss_mb():.0f} MB, peak {peak_rss_mb():.0f})",
+            print(f"  [{now - t0:7.0f} s] {phase} {done}/{total}  (RSS {current_rss_mb():.0f} MB, peak {peak_rss_mb():.0f})",
                   file=sys.stderr, flush=True)
 
     with BenchIndex.open(root, settings=settings, create=True) as index:

@@ -83,8 +83,8 @@ from typing import Any, Optional
 
 from coderag.nodes.keys import IS_LEAF_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
 from coderag.nodes.lexical import identifier_parts
-from coderag.eval.bench_corpus import (SOURCES, build, corpus_root, ensure_index, fetch_corpus, local_corpus,
-                                       peak_rss_mb)
+from coderag.eval.bench_corpus import (SOURCES, build, corpus_root, current_rss_mb, ensure_index, fetch_corpus,
+                                       local_corpus, peak_rss_mb)
 
 MIN_LEAF_CHUNKS = 50_000
 TARGET_P50_MS = 20.0
@@ -159,17 +159,6 @@ def make_queries(index, n: int, seed: int = 0) -> list[tuple[str, str]]:
 
 
 # -- measurement -----------------------------------------------------------------------------------------
-
-def current_rss_mb(pid: Optional[int] = None) -> float:
-    try:
-        with open(f"/proc/{pid or 'self'}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
 
 def dense_store_ms(index, queries: list[tuple[str, str]]) -> list[float]:
     """The store's dense query alone (HNSW, top dense_top_k, no payload) for each query's vector."""
