@@ -39,7 +39,7 @@ class StoreSettings(_Section):
     hnsw_m: int = Field(default=16, ge=4, le=128, description="HNSW edges per node.")
     hnsw_ef_construct: int = Field(default=100, ge=8, le=1000, description="HNSW build-time candidate list.")
     quantization: Quantization = Field(default=Quantization.Off, description="none or int8 (scalar quantization of dense vectors).")
-    hnsw_min_chunks: int = Field(default=5000, ge=1, description="`coderag index` builds the HNSW graph after a run that wrote at least this many chunks; below, dense queries scan every vector (5 ms at 95k).")
+    hnsw_min_chunks: int = Field(default=5000, ge=1, description="The HNSW graph is built after a `coderag index` run (or a payload upgrade) that wrote at least this many chunks; below, dense queries scan every vector (5 ms at 95k).")
 
 
 class EmbeddingSettings(_Section):

@@ -25,7 +25,6 @@ from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXE
 SPLITTER_VERSION = "2"  # 2: small siblings merged (chunking.min_tokens)
 BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024
-OPTIMIZE_MIN_NEW_POINTS = 5_000
 FILE_CLASSES_KEY = "file_classes"  # meta: the file-class rules the indexed files were last checked under
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)

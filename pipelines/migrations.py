@@ -12,7 +12,7 @@ from coderag.nodes.file_classes import DATA, SECRET
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
-from coderag.pipelines.ingestion import FILE_CLASSES_KEY, OPTIMIZE_MIN_NEW_POINTS, Ingestion, Progress
+from coderag.pipelines.ingestion import FILE_CLASSES_KEY, Ingestion, Progress
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STORE_FORMAT, STORE_FORMAT_KEY, FileRecord,
                                  IndexState)
 
@@ -67,7 +67,7 @@ def upgrade_store(root: Path, settings: Settings, state: IndexState, progress: O
             store = open_vector_store(settings, root)
         try:
             done = store.upgrade_payloads(lambda n: progress and progress("upgrade", n, 0))
-            if done >= OPTIMIZE_MIN_NEW_POINTS:
+            if done >= settings.store.hnsw_min_chunks:
                 # Qdrant copies a point whose payload changes out of its indexed segment: rebuild the HNSW
                 # index, as after a bulk load (dense queries on the Django bench: 2.8 -> 7.8 ms without).
                 if progress:
