@@ -29,8 +29,8 @@ Examples:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple, Optional
 
 
 class Span(NamedTuple):
@@ -138,6 +138,34 @@ def ndcg_at(ranked: Sequence[Result], gold: Sequence[Span], k: int = 10) -> floa
 def contains_gold(results: Iterable[Result], gold: Sequence[Span]) -> bool:
     """True when any result overlaps any gold range (used on the packed payload)."""
     return any(overlaps(r, g) for r in results for g in gold)
+
+
+def contains_gold_file(results: Iterable[Result], gold: Sequence[Span]) -> bool:
+    """True when any result is in a gold file (issue 15's "gold file in the payload": the agent sees the file)."""
+    want = _gold_files(gold)
+    return any(r.file_path in want for r in results)
+
+
+def tokens_to_gold(blocks: Iterable[tuple[Result, str]], gold: Sequence[Span],
+                   count: Callable[[str], int]) -> Optional[int]:
+    """Tokens an agent reads, block by block in payload order, until the first line of a gold range; None
+    when no block shows one. `blocks` pairs each shown block (one span) with its text.
+
+    Example:
+        >>> words = lambda text: len(text.split())
+        >>> shown = [(Result.block("b.py", 1, 2), "x = 1\\ny = 2"), (Result.block("a.py", 5, 7), "p\\nq\\nr")]
+        >>> tokens_to_gold(shown, [Span("a.py", 6, 9)], words)
+        8
+    """
+    used = 0
+    for result, text in blocks:
+        start, end = result.spans[0][0], result.spans[-1][1]
+        first = min((max(g.start_line, start) for g in gold if overlaps(result, g)), default=None)
+        if first is None:
+            used += count(text)
+            continue
+        return used + count("\n".join(text.split("\n")[:first - start + 1]))
+    return None
 
 
 def percentile(values: Sequence[float], p: float) -> float:

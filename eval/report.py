@@ -27,7 +27,8 @@ COLUMNS = (  # (summary key, header, format)
     ("hit@1", "hit@1", "{:.2f}"), ("hit@5", "hit@5", "{:.2f}"),
     ("chunk_mrr@10", "chunk MRR", "{:.3f}"), ("ndcg@10", "nDCG@10", "{:.3f}"),
     ("tokens", "tokens", "{:.0f}"), ("in_payload", "gold in payload", "{:.2f}"),
-    ("place_in_payload", "gold place", "{:.2f}"),
+    ("place_in_payload", "gold place", "{:.2f}"), ("file_in_payload", "gold file", "{:.2f}"),
+    ("tokens_to_gold", "tokens to gold", "{:.0f}"),
     ("p50_ms", "p50 ms", "{:.0f}"), ("p95_ms", "p95 ms", "{:.0f}"),
 )
 LEGEND = ("R@k: file-level recall, the share of gold files among the first k distinct files. MRR@10: file level, "
@@ -37,8 +38,11 @@ LEGEND = ("R@k: file-level recall, the share of gold files among the first k dis
           "range credited once (chunk MRR was reported as MRR@10 before issue 15). tokens: mean tokens of the "
           "payload (cl100k); raw retrievers, full and the li-bm25 / bm25-window baselines packed at --max-tokens, "
           "ripgrep = its first 250 matching lines. gold in payload: share of queries whose payload shows a line "
-          "of a gold range. gold place: the same, or one of its one-line candidates is a gold place. err: queries on which the variant raised (scored as misses). split: tune (settings "
-          "may be chosen on it) or heldout (never tuned on; eval/RESULTS.md).")
+          "of a gold range. gold place: the same, or one of its one-line candidates is a gold place. "
+          "gold file: a block or a candidate line of the payload is in a gold file (issue 15's 'gold file in the "
+          "payload'). tokens to gold: median payload tokens read, block by block, until the first gold line, over "
+          "the payloads that show one. err: queries on which the variant raised (scored as misses). split: tune "
+          "(settings may be chosen on it) or heldout (never tuned on; eval/RESULTS.md).")
 
 
 def _fmt(value: Any, fmt: str) -> str:

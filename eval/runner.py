@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from coderag.eval.metrics import RANKING_METRICS, Result, Span, contains_gold, mean, percentile, score_ranking
+from coderag.eval.metrics import (RANKING_METRICS, Result, Span, contains_gold, contains_gold_file, mean, percentile,
+                                  score_ranking, tokens_to_gold)
 
 VARIANTS = ("bm25", "dense", "hybrid", "full", "ripgrep", "li-bm25", "bm25-window")
 RAW_VARIANTS = ("bm25", "dense", "hybrid")
@@ -125,10 +126,15 @@ class Outcome:
     # A gold place among the payload's blocks or its one-line candidates (`full` lists candidates; None for
     # the other variants: the same as in_payload).
     place_in_payload: Optional[bool] = None
+    # A gold file among the payload's blocks or candidate lines (issue 15's "gold file in the payload").
+    file_in_payload: bool = False
+    # Payload tokens read, block by block, until the first gold line (None: no block shows one).
+    tokens_to_gold: Optional[int] = None
 
     def to_json(self) -> dict[str, Any]:
         d = {"metrics": {k: round(v, 4) for k, v in self.metrics.items()}, "tokens": self.tokens,
              "in_payload": self.in_payload, "place_in_payload": self.place_in_payload,
+             "file_in_payload": self.file_in_payload, "tokens_to_gold": self.tokens_to_gold,
              "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 1), "ranked": self.ranked}
         if self.error:
             d["error"] = self.error
@@ -147,6 +153,15 @@ def _label(r: Result) -> str:
     return f"{r.file_path}:{r.spans[0][0]}-{r.spans[-1][1]}"
 
 
+def _payload_reading(res, gold: Sequence[Span], count_tokens: Callable[[str], int]) -> dict[str, Any]:
+    """What a coderag payload shows of the gold: a gold file among its blocks or candidate lines, and the
+    tokens read until the first gold line."""
+    shown = _as_results(res)
+    places = shown + [Result.block(c.file_path, c.start_line, c.end_line) for c in res.candidates]
+    return dict(file_in_payload=contains_gold_file(places, gold),
+                tokens_to_gold=tokens_to_gold(zip(shown, (r.text for r in res)), gold, count_tokens))
+
+
 def _coderag_outcome(index, query: str, variant: str, gold: Sequence[Span], max_tokens: int) -> Outcome:
     if variant == "full":
         t0 = time.perf_counter()
@@ -155,14 +170,15 @@ def _coderag_outcome(index, query: str, variant: str, gold: Sequence[Span], max_
         ranked = _as_results(res)
         places = ranked + [Result.block(c.file_path, c.start_line, c.end_line) for c in res.candidates]
         return Outcome(score_ranking(ranked, gold), res.tokens, contains_gold(ranked, gold), latency,
-                       [_label(r) for r in ranked[:RANK_TOP_K]], place_in_payload=contains_gold(places, gold))
+                       [_label(r) for r in ranked[:RANK_TOP_K]], place_in_payload=contains_gold(places, gold),
+                       **_payload_reading(res, gold, index.count_tokens))
     raw = dict(retriever=variant, auto_merge=False, merge_adjacent=False, format="xml")
     ranked = _as_results(index.search(query, max_tokens=RANK_MAX_TOKENS, top_k=RANK_TOP_K, **raw))
     t0 = time.perf_counter()
     packed = index.search(query, max_tokens=max_tokens, **raw)
     latency = (time.perf_counter() - t0) * 1000
     return Outcome(score_ranking(ranked, gold), packed.tokens, contains_gold(_as_results(packed), gold), latency,
-                   [_label(r) for r in ranked[:RANK_TOP_K]])
+                   [_label(r) for r in ranked[:RANK_TOP_K]], **_payload_reading(packed, gold, index.count_tokens))
 
 
 def _ripgrep_outcome(root: Path, query: str, gold: Sequence[Span], count_tokens: Callable[[str], int],
@@ -172,7 +188,8 @@ def _ripgrep_outcome(root: Path, query: str, gold: Sequence[Span], count_tokens:
     ans = grep(query, root, rg=rg)
     return Outcome(score_ranking(ans.ranked, gold), count_tokens(ans.payload) if ans.payload else 0,
                    contains_gold(ans.payload_results, gold), ans.latency_ms,
-                   [f"{r.file_path} ({ans.matches[r.file_path]} matches)" for r in ans.ranked[:RANK_TOP_K]])
+                   [f"{r.file_path} ({ans.matches[r.file_path]} matches)" for r in ans.ranked[:RANK_TOP_K]],
+                   file_in_payload=contains_gold_file(ans.payload_results, gold))
 
 
 def _baseline_outcome(baseline, query: str, gold: Sequence[Span], count_tokens: Callable[[str], int],
@@ -185,7 +202,7 @@ def _baseline_outcome(baseline, query: str, gold: Sequence[Span], count_tokens: 
     latency = (time.perf_counter() - t0) * 1000
     ranked = [h.result for h in hits[:RANK_TOP_K]]
     return Outcome(score_ranking(ranked, gold), tokens, contains_gold(shown, gold), latency,
-                   [_label(r) for r in ranked])
+                   [_label(r) for r in ranked], file_in_payload=contains_gold_file(shown, gold))
 
 
 @dataclass
@@ -229,6 +246,9 @@ def summarize(queries: Sequence[dict[str, Any]], variants: Sequence[str]) -> dic
             row["in_payload"] = mean([1.0 if o.in_payload else 0.0 for o in outs])
             row["place_in_payload"] = mean([1.0 if (o.in_payload if o.place_in_payload is None
                                                     else o.place_in_payload) else 0.0 for o in outs])
+            row["file_in_payload"] = mean([1.0 if o.file_in_payload else 0.0 for o in outs])
+            reached = [o.tokens_to_gold for o in ok if o.tokens_to_gold is not None]
+            row["tokens_to_gold"] = percentile(reached, 50)  # median over the payloads that show a gold line
             row["p50_ms"] = percentile(lat, 50)
             row["p95_ms"] = percentile(lat, 95)
             out[v][g] = row

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from coderag.eval.metrics import (RANKING_METRICS, Result, Span, chunk_hit_at, contains_gold, file_mrr_at,
-                                  file_recall_at, line_hit_at, mean, mrr_at, ndcg_at, overlaps, percentile,
-                                  ranked_files, score_ranking, shown_lines)
+from coderag.eval.metrics import (RANKING_METRICS, Result, Span, chunk_hit_at, contains_gold, contains_gold_file,
+                                  file_mrr_at, file_recall_at, line_hit_at, mean, mrr_at, ndcg_at, overlaps,
+                                  percentile, ranked_files, score_ranking, shown_lines, tokens_to_gold)
 from coderag.eval.ripgrep_baseline import query_terms
 
 B = Result.block
@@ -96,6 +96,24 @@ def test_contains_gold_on_a_packed_payload():
     assert contains_gold([B("b.py", 1, 5), B("a.py", 20, 22)], GOLD)
     assert not contains_gold([B("b.py", 10, 20)], GOLD)
     assert not contains_gold([], GOLD)
+
+
+def test_contains_gold_file_needs_the_file_not_the_lines():
+    assert contains_gold_file([B("b.py", 1, 5), B("a.py", 100, 120)], GOLD)
+    assert not contains_gold([B("a.py", 100, 120)], GOLD)
+    assert not contains_gold_file([B("b.py", 10, 20)], GOLD)
+
+
+def _chars(text: str) -> int:
+    return len(text)
+
+
+def test_tokens_to_gold_counts_earlier_blocks_whole_and_the_gold_block_to_its_first_gold_line():
+    shown = [(B("b.py", 1, 3), "one\ntwo\nsix"),   # 11 characters before the gold block
+             (B("a.py", 8, 12), "l8\nl9\nl10\nl11\nl12")]  # gold starts at line 10: its first three lines
+    assert tokens_to_gold(shown, GOLD, _chars) == 11 + len("l8\nl9\nl10")
+    assert tokens_to_gold(shown[1:], [Span("a.py", 1, 9)], _chars) == len("l8")  # a range begun above: its first line
+    assert tokens_to_gold(shown[:1], GOLD, _chars) is None
 
 
 @pytest.mark.parametrize("p,expected", [(0, 1.0), (50, 2.5), (95, 3.85), (100, 4.0)])

@@ -101,6 +101,18 @@ def test_run_eval_respects_the_token_budget(run):
         assert q["outcomes"]["full"].latency_ms > 0
 
 
+def test_run_eval_counts_tokens_until_the_first_gold_line(run):
+    for q in run.queries:
+        for v in ("full", "bm25"):
+            out = q["outcomes"][v]
+            if out.in_payload:  # a gold line is shown: it is reached within the payload, after its frame
+                assert out.file_in_payload and 0 < out.tokens_to_gold < out.tokens, (v, q["id"], out.to_json())
+            else:
+                assert out.tokens_to_gold is None
+    row = run.summary["full"]["all"]
+    assert 0 < row["tokens_to_gold"] < 600
+
+
 @pytest.mark.skipif(not HAS_RG, reason="ripgrep (rg) is not installed")
 def test_full_counts_gold_places_among_its_candidate_lines(run):
     """`full` lists candidate places after its blocks: a gold place there counts for "gold place", never
@@ -110,6 +122,7 @@ def test_full_counts_gold_places_among_its_candidate_lines(run):
         assert out.place_in_payload is not None and (out.place_in_payload or not out.in_payload)
     row = run.summary["full"]["all"]
     assert row["place_in_payload"] >= row["in_payload"]
+    assert row["file_in_payload"] >= row["place_in_payload"]  # a gold place is in a gold file
     assert run.queries[0]["outcomes"]["bm25"].place_in_payload is None
 
 
