@@ -44,6 +44,33 @@ def query_identifiers(query: str) -> list[str]:
             if "." in t or sum(1 for p in identifier_parts(t) if not p.isdigit()) > 1]
 
 
+PHRASE_MIN_WORDS = 4  # shorter queries are names or keywords: found word for word everywhere they are used
+_PHRASE_COMMENT = re.compile(r"^[ \t]*(?:/\*\*?|\*/|\*|///?|#+|--|;+)", re.M)
+_PHRASE_EDGES = "`'\" .:;,!?"
+_SPACE = re.compile(r"\s+")
+
+
+def phrase_of(text: str) -> str:
+    """Text as a phrase is matched: lower case, one space between words, comment markers at line starts
+    gone (a docstring or a JSDoc block wrapped over lines reads as the sentence it is).
+
+    >>> phrase_of(" * Split text into lines\\n * such that  each fits.")
+    'split text into lines such that each fits.'
+    """
+    return " ".join(_PHRASE_COMMENT.sub("", text).split()).lower()
+
+
+def query_phrase(query: str) -> str:
+    """The phrase a sentence-like query would be found as (a docstring or an error message quoted), or ""
+    for a query of fewer than PHRASE_MIN_WORDS words. Quotes and the closing full stop are not part of it.
+
+    >>> query_phrase('"Replace emoji code in text."'), query_phrase("retry after login")
+    ('replace emoji code in text', '')
+    """
+    phrase = _SPACE.sub(" ", query).strip(_PHRASE_EDGES).lower()
+    return phrase if len(phrase.split(" ")) >= PHRASE_MIN_WORDS else ""
+
+
 def defines(symbol: str, identifier: str) -> bool:
     """True if a chunk with this symbol defines `identifier` (`LruCache.get` defines `get` and `LruCache.get`)."""
     return defines_symbol(symbol, identifier)
@@ -82,7 +109,8 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
     """
 
     def __init__(self, legs: Dict[str, BaseRetriever], weights: Dict[str, float], *, rrf_k: float = DEFAULT_RRF_K,
-                 keyword_boost: float = 0.5, definition_boost: float = DEFAULT_DEFINITION_BOOST,
+                 keyword_boost: float = 0.5, phrase_boost: float = 0.0,
+                 definition_boost: float = DEFAULT_DEFINITION_BOOST,
                  tests_docs_weight: float = 1.0, noise_weight: float = 1.0, non_code_weight: float = 1.0,
                  file_evidence: float = 0.0, similarity_top_k: int = 20,
                  prepare: Optional[Callable[[QueryBundle], SearchRequest]] = None) -> None:
@@ -100,6 +128,7 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         self.file_evidence = file_evidence  # share of a file's other hits added to each of its chunks
         self.rrf_k = rrf_k
         self.keyword_boost = keyword_boost
+        self.phrase_boost = phrase_boost
         self.definition_boost = definition_boost
         self.prepare = prepare or as_request
 
@@ -163,6 +192,13 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                 hits = sum(1 for k in req.keywords if k in text)
                 fused[nid] *= 1.0 + self.keyword_boost * hits / len(req.keywords)
         report = req.reading is not None
+        phrase = query_phrase(req.query_str) if self.phrase_boost and not report else ""
+        if phrase:  # the query found word for word: the sentence it quotes is there, not paraphrased
+            longest = max(phrase.split(" "), key=len)  # a cheap first test, which most candidates fail
+            for nid, nws in by_id.items():
+                text = nws.node.get_content()
+                if longest in text.lower() and phrase in phrase_of(text):
+                    fused[nid] *= 1.0 + self.phrase_boost
         if report:
             # A report's reading ranks the names it points at: the boost of a chunk is that of the most
             # telling name it defines (1, 1/2, 1/3 ... of `definition_boost`).

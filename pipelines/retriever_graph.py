@@ -34,7 +34,7 @@ class RetrieverGraph:
                      NAMED: SparseRetriever(vector_store, r.sparse_top_k, named_files=True, light=True)}
         self.fusion = WeightedRRFFusionRetriever(
             self.legs, {DENSE: r.dense_weight, BM25: r.sparse_weight, NAMED: r.named_files_weight},
-            keyword_boost=r.keyword_boost, tests_docs_weight=r.tests_docs_weight,
+            keyword_boost=r.keyword_boost, phrase_boost=r.phrase_boost, tests_docs_weight=r.tests_docs_weight,
             noise_weight=r.report_noise_weight, non_code_weight=r.report_non_code_weight,
             file_evidence=r.report_file_evidence, similarity_top_k=r.fusion_top_k,
             prepare=lambda q: self.request(SearchOptions(query=q.query_str)) or SearchRequest(q.query_str, legs=()))

@@ -14,7 +14,7 @@ from coderag.config import Settings
 from coderag.pipelines.retriever_graph import RetrieverGraph
 from coderag.pipelines.search_request import SearchRequest
 from coderag.pipelines.search_options import SearchOptions
-from coderag.pipelines.fusion import DEFAULT_RRF_K, defines, query_identifiers
+from coderag.pipelines.fusion import DEFAULT_RRF_K, defines, phrase_of, query_identifiers, query_phrase
 from coderag.pipelines.retrievers import BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever, contains_all
 from test_query import RETRIEVAL_FILES
 
@@ -234,6 +234,45 @@ def test_retrievers_fusion_ranks_the_exact_definition_above_callers(index) -> No
     plain = _fusion(index, "getUserById")
     plain.fusion.definition_boost = 0.0
     assert [_key(n) for n in plain.retrieve("getUserById")][0] != fused[0]  # the boost is what does it
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("Replace emoji code in text.", "replace emoji code in text"),
+    ('"Seconds until the next token is available."', "seconds until the next token is available"),
+    ("ValueError: invalid literal for  int()", "valueerror: invalid literal for int()"),
+    ("retry after login", ""),  # three words: a name or keywords, found wherever they are used
+    ("getUserById", ""),
+])
+def test_retrievers_query_phrase(query, expected) -> None:
+    assert query_phrase(query) == expected
+
+
+def test_retrievers_phrase_of_reads_a_wrapped_comment_as_its_sentence() -> None:
+    jsdoc = "/**\n * Returns the user\n * with this id.\n */\nfunction getUserById(id) {"
+    assert "returns the user with this id." in phrase_of(jsdoc)
+    python = 'def f():\n    """Split text into lines such that each\n    line fits."""'
+    assert query_phrase("Split text into lines such that each line fits.") in phrase_of(python)
+    assert phrase_of("x = 1  # note") == "x = 1 # note"  # a comment marker goes only at a line's start
+
+
+PHRASE = "Seconds until the next token is available."  # the docstring of TokenBucketRateLimiter.wait_time
+
+
+def test_retrievers_fusion_phrase_boost_multiplies_the_chunks_that_quote_the_query(index) -> None:
+    r = index.settings.retrieval
+    boost, r.phrase_boost = r.phrase_boost, 0.0
+    try:  # the same legs, without the boost
+        plain = {n.node.node_id: n.score for n in _fusion(index, PHRASE, top_k=50).retrieve(PHRASE)}
+    finally:
+        r.phrase_boost = boost
+    assert boost > 0
+    boosted = _fusion(index, PHRASE, top_k=50).retrieve(PHRASE)
+    quoted = [n for n in boosted if query_phrase(PHRASE) in phrase_of(n.node.get_content())]
+    assert [_key(n) for n in quoted] == [("src/net/rate_limiter.py", "TokenBucketRateLimiter.wait_time")]
+    for n in boosted:
+        factor = 1 + boost if n in quoted else 1.0
+        assert n.score == pytest.approx(plain[n.node.node_id] * factor)
+    assert boosted[0] is quoted[0]
 
 
 # -- bounded auto-merging ---------------------------------------------------------------------------------
