@@ -100,13 +100,18 @@ def tighten_index(d: str | Path) -> Tightened:
     return done
 
 
-def remove_index_files(idx: Path) -> None:
+def remove_index_files(idx: Path, keep_db_as: str = "") -> None:
     """Delete the index database (with its WAL) and the shard in index folder `idx`, for a rebuild from
-    scratch; the folder, its lock and its log stay."""
+    scratch; the folder, its lock and its log stay. `keep_db_as`: the database is renamed to this name
+    in `idx` instead (with its WAL, so nothing it committed is lost), for what the rebuild reuses."""
     import shutil
 
-    for name in (DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
-        (idx / name).unlink(missing_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        old = idx / (DB_NAME + suffix)
+        if keep_db_as and old.exists():
+            old.replace(idx / (keep_db_as + suffix))
+        else:
+            old.unlink(missing_ok=True)
     shutil.rmtree(idx / SHARD_NAME, ignore_errors=True)
 
 

@@ -224,7 +224,8 @@ class _FileSplit:
         one definition). Its symbol names what it defines: its first three definitions, and "..." if there
         are more. `symbols` lists them all, nested ones too, and the enclosing symbol if a block of it is
         inside, so "where is X defined" still finds X (nodes/symbols.py)."""
-        defined = [n for p in group if p.item is not None for n in _definitions(p.item, prefix, sep)]
+        # Each name once: TypeScript overload signatures are definitions of one name.
+        defined = list(dict.fromkeys(n for p in group if p.item is not None for n in _definitions(p.item, prefix, sep)))
         symbol = ", ".join(defined[:MERGED_SYMBOL_NAMES]) + (", ..." if len(defined) > MERGED_SYMBOL_NAMES else "")
         # A block between definitions belongs to the enclosing one (a class's head, its fields), as a block
         # of its own was named after it: "where is the class defined" still finds the leaf of its head.

@@ -76,7 +76,7 @@ _JS_DEFS = {
     "class_declaration": "class", "abstract_class_declaration": "class", "class": "class",
     "method_definition": "method", "interface_declaration": "interface", "enum_declaration": "enum",
     "type_alias_declaration": "type", "module": "module", "internal_module": "namespace",
-    "abstract_method_signature": "method",
+    "abstract_method_signature": "method", "function_signature": "function",
 }
 _JS = Grammar(
     definitions=_JS_DEFS,

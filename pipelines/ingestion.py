@@ -22,7 +22,7 @@ from coderag.paths import index_dir
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE,
                                  STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
 
-SPLITTER_VERSION = "2"  # 2: small siblings merged (chunking.min_tokens)
+SPLITTER_VERSION = "3"  # 2: small siblings merged (chunking.min_tokens); 3: TypeScript overload signatures
 BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024
 FILE_CLASSES_KEY = "file_classes"  # meta: the file-class rules the indexed files were last checked under

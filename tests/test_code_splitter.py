@@ -1076,3 +1076,42 @@ def test_code_splitter_merged_symbol_is_shortened_before_the_path(tokenizer_path
     assert full.make(path, symbol, "python") == breadcrumb(path, symbol, "python")
     short = PathInjector(tokenizer_path=tokenizer_path, max_tokens=32).make(path, symbol, "python")
     assert short == breadcrumb(path, "LineItem.price_cents, ...", "python")
+
+
+OVERLOADS_TS = """\
+import { Subscription } from './Subscription';
+
+export function schedule(parent: Subscription, work: () => void, delay: number, repeat: true): void;
+export function schedule(parent: Subscription, work: () => void, delay?: number, repeat?: false): Subscription;
+
+export function schedule(parent: Subscription, work: () => void, delay = 0, repeat = false): Subscription | void {
+  const timer = setTimeout(() => {
+    work();
+    if (repeat) {
+      schedule(parent, work, delay, true);
+    }
+  }, delay);
+  parent.add(() => clearTimeout(timer));
+  if (!repeat) {
+    return parent;
+  }
+}
+"""
+
+
+def test_code_splitter_typescript_overload_signatures_define_their_function(tmp_path, tokenizer_path) -> None:
+    """The overload signatures of a function are where its callers' types are declared: the leaf that holds
+    them defines the function (once, however many overloads), so a search for the name ranks it as a
+    definition, not as a mention."""
+    root = write_files(tmp_path / "repo", {"src/schedule.ts": OVERLOADS_TS})
+    nodes = CodeHierarchySplitter(tokenizer_path=tokenizer_path).split_document(_document(root, "src/schedule.ts"))
+    leaves = [n for n in nodes if not n.child_nodes]
+    lines = OVERLOADS_TS.split("\n")
+    first_overload = next(i for i, ln in enumerate(lines, 1) if ln.startswith("export function schedule(parent"))
+    holding = [n for n in leaves if n.metadata["start_line"] <= first_overload <= n.metadata["end_line"]]
+    assert len(holding) == 1
+    meta = holding[0].metadata
+    assert chunk_defines(meta, "schedule") and meta["symbol"] == "schedule", meta
+    assert chunk_symbols(meta).count("schedule") == 1
+    body = [n for n in leaves if n.metadata["kind"] == "function"]
+    assert [n.metadata["symbol"] for n in body] == ["schedule"] and "setTimeout" in body[0].text

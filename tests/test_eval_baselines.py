@@ -97,6 +97,31 @@ def test_an_index_of_other_chunking_is_rebuilt_or_refused(tmp_path: Path):
     assert prepare_index(root, settings, dense=False)["rebuilt"] is False
 
 
+def test_a_rebuild_for_other_chunking_embeds_no_chunk_it_had_already(tmp_path: Path):
+    from coderag.config import load_settings
+    from coderag.eval.indexing import PREVIOUS_DB_NAME, prepare_index
+    from coderag.pipelines.code_index import CodeIndex
+    from coderag.paths import DB_NAME, index_dir
+    from coderag.store.state import IndexState
+
+    root = write_files(tmp_path / "repo", TINY_FILES).resolve()
+    settings = load_settings(root)
+    first = prepare_index(root, settings, dense=True)
+    assert first["embedded"] > 0
+    state = IndexState(index_dir(root) / DB_NAME)
+    state.set_meta("fingerprint", '{"splitter": "0"}')  # as if an older splitter had built it
+    state.commit()
+    state.close()
+    again = prepare_index(root, settings, dense=True)
+    assert again["rebuilt"] and again["indexed_now"] == first["indexed_now"]
+    assert again["embedded"] == 0 and again["vectors_seeded"] >= first["embedded"]  # every vector reused
+    assert not list(index_dir(root).glob(PREVIOUS_DB_NAME + "*"))  # the old database is gone
+    with CodeIndex.open(root, settings=settings, create=False) as index:
+        res = index.search("add sales tax to the sum of the line items", retriever="dense", max_tokens=800,
+                           auto_merge=False, merge_adjacent=False)
+        assert res[0].file_path == "src/billing/invoice.py"
+
+
 def test_a_snapshot_seeded_from_its_sibling_embeds_only_what_differs(tmp_path: Path):
     """Snapshots of one repository share most chunks: seeded with a built sibling's embedding cache, a
     snapshot embeds only the chunks of the files that differ, and its vectors are the ones it would have
