@@ -86,7 +86,8 @@ def main() -> None:
 
 @main.command()
 @click.argument("path", default=".", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--rebuild", is_flag=True, help="Drop the index and build it again from scratch.")
+@click.option("--rebuild", is_flag=True, help="Drop the index and build it again from scratch (the vectors of "
+              "chunks made again are reused, not embedded again).")
 @click.option("--verbose", "-v", is_flag=True, help="List every skipped file with its reason.")
 @click.option("--config", type=click.Path(dir_okay=False, path_type=Path), help="Settings file (default: $CODERAG_CONFIG or PATH/qdrant.yaml).")
 @_wait_option

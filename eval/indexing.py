@@ -10,7 +10,8 @@ are indexed as usual (with vectors), then every file still ``sparse`` is re-inde
 vectors, forced (``refresh(paths, force=True)``: its content is unchanged, so a plain update would skip
 it), the way the owner's dense pass does. Node ids are stable, so the points are overwritten in place and the sparse vectors
 are the same as before. An index built with a different model or chunking (a new splitter version)
-is rebuilt from scratch: its chunks are not the ones the current code makes.
+is rebuilt from scratch, since its chunks are not the ones the current code makes, embedding only the
+chunks its old embedding cache lacks (coderag/store/previous_cache.py).
 
 Examples:
     >>> info = prepare_index(Path("corpus"), load_settings(Path("corpus")), dense=False)   # doctest: +SKIP
@@ -44,6 +45,7 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
     from coderag.pipelines.code_index import CodeIndex
     from coderag.pipelines.ingestion import fingerprint
     from coderag.pipelines.migrations import upgrade_index
+    from coderag.store.previous_cache import forget, set_aside
     from coderag.store.state import STATUS_SPARSE, IndexState
 
     t0 = time.perf_counter()
@@ -55,12 +57,11 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
         old = state.get_meta("fingerprint")
         state.close()
         rebuilt = old is not None and old != fingerprint(settings)
-        kept = 0
         if rebuilt and not rebuild_stale:
             raise ConfigError(f"The index in {idx} was built with other model or chunking settings. "
                               f'Run "coderag index --rebuild {root}" to rebuild it with the current ones.')
         if rebuilt:  # an eval scores the code as it is: an index of other chunking would score other chunks
-            kept = _start_over(idx)  # ...from the vectors it had (most chunks are made again as they were)
+            set_aside(idx)  # ...from the vectors it had (most chunks are made again as they were)
         index, lock = CodeIndex.open(root, settings=settings, lock=lock), None  # the index releases it
     finally:
         if lock is not None:
@@ -77,36 +78,10 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
                 densified, embedded = more.files_seen, embedded + more.embedded
         upgrade_index(root, settings, index.state, progress, store=index.vector_store)
         counts = index.state.counts()
+        forget(idx)
     return {"mode": "dense" if dense else "bm25-only", "rebuilt": rebuilt, "files": summary.files_seen,
             "indexed_now": summary.indexed, "densified": densified, "embedded": embedded,
-            "vectors_seeded": seeded + kept,
+            "vectors_seeded": seeded,
             "pending_dense": counts["pending_dense"],
             "index_seconds": round(time.perf_counter() - t0, 1)}
 
-
-PREVIOUS_DB_NAME = "previous.db"  # an index database being rebuilt, kept only until its vectors are copied
-
-
-def _start_over(idx: Path) -> int:
-    """Clear index folder `idx` for a rebuild from scratch, keeping its embedding cache: a chunk whose text
-    the rebuild makes again (after a splitter change, nearly all) is not embedded again, so a new splitter
-    version re-indexes the eval corpora in minutes, not hours. Returns how many vectors were kept. Keys
-    hash the model with the text, so another model's are never used. (`coderag index --rebuild` keeps
-    nothing: it is also how a user scrubs what an index ever held. The corpora here are public code.)"""
-    import sqlite3
-
-    from coderag.paths import DB_NAME, remove_index_files
-    from coderag.store.state import IndexState
-
-    remove_index_files(idx, keep_db_as=PREVIOUS_DB_NAME)
-    previous = idx / PREVIOUS_DB_NAME
-    state = IndexState(idx / DB_NAME)
-    try:
-        kept = state.seed_cache(previous) if previous.is_file() else 0
-    except sqlite3.DatabaseError:  # no cache in it: the rebuild embeds everything
-        kept = 0
-    finally:
-        state.close()
-    for suffix in ("", "-wal", "-shm"):
-        (idx / (PREVIOUS_DB_NAME + suffix)).unlink(missing_ok=True)
-    return kept

@@ -25,7 +25,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         (42, 0, 0, 311)
     """
     from coderag.errors import ConfigError
-    from coderag.paths import remove_index_files
+    from coderag.store.previous_cache import forget, set_aside
     from coderag.pipelines.changes import detect_changes
     from coderag.pipelines.ingestion import IndexSummary, check_fingerprint, fingerprint
     from coderag.pipelines.migrations import upgrade_index
@@ -39,7 +39,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     lock = WriterLock(idx / LOCK_NAME).acquire(wait=wait)
     try:
         if rebuild:
-            remove_index_files(idx)
+            set_aside(idx)  # its embedding cache serves the rebuild: unchanged chunks are not embedded again
         state = IndexState(idx / DB_NAME)
         try:
             check_fingerprint(state, fingerprint(settings), root)
@@ -48,6 +48,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
                 s = IndexSummary(root=str(root), files_seen=len(changes.entries), unchanged=changes.unchanged,
                                  skipped=dict(changes.skips.counts), skip_items=list(changes.skips.items))
                 s.upgraded = upgrade_index(root, settings, state, progress)
+                forget(idx)  # a rebuild killed after its last file: the index is whole
                 s.seconds = time.perf_counter() - t0
                 return s
         finally:
@@ -58,6 +59,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
             if s.chunks >= settings.store.hnsw_min_chunks:
                 index.optimize(progress)
             s.upgraded = upgrade_index(root, settings, index.state, progress, store=index.vector_store)
+            forget(idx)  # a rebuild's old vectors: every chunk of the tree has its own now
         s.seconds = time.perf_counter() - t0
         return s
     finally:

@@ -19,6 +19,7 @@ from coderag.nodes.keys import DUPLICATE_OF_KEY, IS_LEAF_KEY
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
 from coderag.pipelines.changes import ChangeSet
 from coderag.paths import index_dir
+from coderag.store.previous_cache import embedding_cache
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE,
                                  STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
 
@@ -103,7 +104,7 @@ class Ingestion:
             loader=self._embed_loader or (lambda: load_document_model(model_dir, s.embedding.batch_size,
                                                                       s.embedding.threads, s.embedding.device,
                                                                       s.embedding.window_tokens)),
-            cache=self.state, on_batch=lambda n: self._tick("embed", n),
+            cache=embedding_cache(self.state, self.state.path), on_batch=lambda n: self._tick("embed", n),
             model_id=str(model_dir), batch_size=s.embedding.batch_size)
         if self._store is None:
             self._store = open_vector_store(s, self.root)

@@ -1,0 +1,93 @@
+"""A rebuild embeds only what its old index never embedded, and keeps nothing else of it."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_FILES, write_files
+from coderag.config import Settings
+from coderag.paths import DB_NAME, index_dir
+from coderag.store.previous_cache import PREVIOUS_DB_NAME, forget, set_aside
+
+MARKER = "zebra_quartz_marker_7781"  # a word of one file's text, to look for in what a rebuild keeps
+MARKED_FILE = "src/marked.py"
+MARKED = f'def {MARKER}():\n    """Return the marker of this test."""\n    return "{MARKER}"\n'
+
+
+def _cache_keys(root: Path) -> set[str]:
+    conn = sqlite3.connect(str(index_dir(root) / DB_NAME))
+    try:
+        return {r[0] for r in conn.execute("SELECT key FROM embed_cache")}
+    finally:
+        conn.close()
+
+
+def _previous_files(root: Path) -> list[Path]:
+    return sorted(index_dir(root).glob(PREVIOUS_DB_NAME + "*"))
+
+
+@pytest.fixture()
+def built(tmp_path: Path) -> Path:
+    from coderag import index_repository
+
+    root = write_files(tmp_path / "repo", {**TINY_FILES, MARKED_FILE: MARKED})
+    first = index_repository(root, settings=Settings())
+    assert first.embedded > 0
+    return root
+
+
+def test_a_rebuild_embeds_no_chunk_it_had_embedded(built: Path) -> None:
+    from coderag import CodeIndex, index_repository
+
+    before = _cache_keys(built)
+    again = index_repository(built, settings=Settings(), rebuild=True)
+    assert again.embedded == 0 and again.cached > 0 and again.indexed == len(TINY_FILES) + 1
+    assert _cache_keys(built) == before  # the same vectors, and no other
+    assert not _previous_files(built)
+    with CodeIndex.open(built, settings=Settings(), create=False) as idx:
+        res = idx.search("add sales tax to the sum of the line items", retriever="dense", max_tokens=800,
+                         auto_merge=False, merge_adjacent=False)
+        assert res[0].file_path == "src/billing/invoice.py"
+
+
+def test_a_rebuild_keeps_no_vector_of_a_chunk_it_no_longer_makes(built: Path) -> None:
+    from coderag import index_repository
+
+    before = _cache_keys(built)
+    (built / MARKED_FILE).unlink()
+    again = index_repository(built, settings=Settings(), rebuild=True)
+    assert again.embedded == 0
+    after = _cache_keys(built)
+    assert after < before  # the deleted file's vectors were not carried over
+
+
+def test_set_aside_keeps_only_the_embedding_cache_and_overwrites_the_rest(built: Path) -> None:
+    idx = index_dir(built)
+    set_aside(idx)
+    assert not (idx / DB_NAME).exists() and (idx / PREVIOUS_DB_NAME).is_file()
+    conn = sqlite3.connect(str(idx / PREVIOUS_DB_NAME))
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        vectors = conn.execute("SELECT COUNT(*) FROM embed_cache").fetchone()[0]
+    finally:
+        conn.close()
+    assert tables == {"embed_cache"} and vectors > 0
+    for path in _previous_files(built):  # the file texts, manifest and docstore: zeroed, not merely freed
+        assert MARKER.encode() not in path.read_bytes(), path.name
+    forget(idx)
+    assert not _previous_files(built)
+
+
+def test_a_killed_rebuild_is_finished_by_the_next_run_from_the_old_vectors(built: Path) -> None:
+    """Killed right after it set the old database aside: `coderag index` (no --rebuild) builds from it."""
+    from coderag import index_repository
+
+    before = _cache_keys(built)
+    set_aside(index_dir(built))
+    set_aside(index_dir(built))  # a second rebuild killed as early: the vectors are still there
+    run = index_repository(built, settings=Settings())
+    assert run.embedded == 0 and run.indexed == len(TINY_FILES) + 1
+    assert _cache_keys(built) == before and not _previous_files(built)
