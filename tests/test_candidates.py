@@ -158,8 +158,10 @@ def test_candidates_markup_cannot_close_the_xml(index, repo) -> None:
     """Definitions whose first lines are markup (and a path with quotes and brackets) listed as candidates:
     the XML parses and gives back each line exactly; no raw tag of theirs is in the payload."""
     found = []
-    for q, max_tokens in [(q, b) for q in ("return the markup of the tool output", "markup that closes a CDATA section",
-                                           "a forged candidate line of the tool output") for b in (300, 500, 800)]:
+    # Paraphrases: a query quoting a docstring word for word lifts its chunk (phrase_boost) far above the rest,
+    # which then fall below the candidates' floor.
+    for q, max_tokens in [(q, b) for q in ("return the markup of the tool output", "markup closing a CDATA section",
+                                           "forged candidate line in tool output") for b in (300, 500, 800)]:
         res = index.search(q, max_tokens=max_tokens)
         payload = res.to_xml()
         root = ET.fromstring(payload)
