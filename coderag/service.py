@@ -183,6 +183,7 @@ class IndexService:
     def _initial_index(self) -> None:
         """Bring the index up to date; on a first build, BM25 first so search works within seconds."""
         from coderag.nodes.file_roles import ROLES, file_role, source_first
+        from coderag.store.previous_cache import forget
         from coderag.store.state import STATUS_SPARSE
 
         idx = self.index
@@ -211,6 +212,7 @@ class IndexService:
                     role: {"done": 0, "total": roles.count(role)} for role in ROLES})
                 self._densify(pending, role_of)
             self.dense_ready = True
+            forget(self.index_dir)  # a killed rebuild's old vectors (previous_cache.py): every chunk has its own
             self._upgrade()
             self.progress.update(phase="warming")  # model, page cache, one search: then "idle"
             self._warm_up()

@@ -91,3 +91,19 @@ def test_a_killed_rebuild_is_finished_by_the_next_run_from_the_old_vectors(built
     run = index_repository(built, settings=Settings())
     assert run.embedded == 0 and run.indexed == len(TINY_FILES) + 1
     assert _cache_keys(built) == before and not _previous_files(built)
+
+
+def test_an_owner_finishes_a_killed_rebuild_from_the_old_vectors(built: Path) -> None:
+    """An owner (`coderag mcp`) started after a killed rebuild builds from previous.db, then deletes it."""
+    from coderag.service import IndexService
+
+    before = _cache_keys(built)
+    set_aside(index_dir(built))
+    svc = IndexService(built, watch=False, background=False, serve=False).start()
+    try:
+        svc._initial_index()
+        assert svc.dense_ready and svc.progress["phase"] == "idle", svc.progress
+        assert svc.dispatch("search", {"query": "add sales tax to the sum of the line items"})["results"]
+    finally:
+        svc.stop()
+    assert _cache_keys(built) == before and not _previous_files(built)
