@@ -107,3 +107,24 @@ def test_an_owner_finishes_a_killed_rebuild_from_the_old_vectors(built: Path) ->
     finally:
         svc.stop()
     assert _cache_keys(built) == before and not _previous_files(built)
+
+
+def test_set_aside_never_replays_a_stray_log_of_an_older_previous_db(built: Path, tmp_path: Path) -> None:
+    """SQLite replays a -wal file beside a database whatever database wrote it: one left from an older
+    previous.db would overwrite pages of the one set aside now."""
+    import shutil
+
+    from coderag import index_repository
+
+    idx = index_dir(built)
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(str(other))
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")  # the writes stay in other.db-wal
+    conn.execute("CREATE TABLE junk (x BLOB)")
+    conn.executemany("INSERT INTO junk VALUES (?)", [(bytes(3000),) for _ in range(200)])
+    conn.commit()
+    shutil.copyfile(str(other) + "-wal", idx / (PREVIOUS_DB_NAME + "-wal"))
+    conn.close()
+    again = index_repository(built, settings=Settings(), rebuild=True)
+    assert again.embedded == 0 and not _previous_files(built)

@@ -29,14 +29,17 @@ def set_aside(idx: Path) -> None:
     """Clear index folder `idx` for a rebuild, keeping its embedding cache as previous.db. A previous.db
     already there (a rebuild killed before) is kept and given the vectors of the partial index too."""
     previous, current = idx / PREVIOUS_DB_NAME, idx / DB_NAME
-    if not previous.is_file() or not current.is_file():
-        remove_index_files(idx, keep_db_as=PREVIOUS_DB_NAME)
-    else:
+    if not current.is_file():
+        remove_index_files(idx)  # nothing to keep here (a shard alone, or nothing)
+    elif previous.is_file():
         try:
             _copy_cache(current, into=previous)
         except sqlite3.DatabaseError:
             pass  # the partial index's vectors are only a saving
         remove_index_files(idx)
+    else:
+        forget(idx)  # a stray log of an older previous.db must never be replayed into this one
+        remove_index_files(idx, keep_db_as=PREVIOUS_DB_NAME)
     if previous.is_file():
         try:
             _keep_only_the_cache(previous)
