@@ -315,8 +315,8 @@ def check_fingerprint(state: IndexState, fp: str, root: Path) -> None:
     if old is not None and old != fp:
         raise ConfigError(
             f"The index in {index_dir(root)} was built with other model or chunking settings. "
-            f'Run "coderag index --rebuild {root}" to rebuild it with the current ones '
-            "(stop a running `coderag serve` or `coderag mcp` first).")
+            f'Run "coderag index --rebuild {root}" to rebuild it with the current ones; the vectors of '
+            "unchanged chunks are reused (stop a running `coderag serve` or `coderag mcp` first).")
 
 
 def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progress] = None,
