@@ -95,6 +95,7 @@ class IndexService:
     def start(self) -> "IndexService":
         from coderag.lock import WriterLock
         from coderag.pipelines.code_index import CodeIndex  # LlamaIndex: imported before the lock is taken
+        from coderag.pipelines.index_repository import start_over_if_stale
 
         setup_logging(self.index_dir)
         # The lock, then the socket at once, then the index (opening the shard takes a while): a client that
@@ -105,6 +106,8 @@ class IndexService:
             if self.serve:
                 self._bind()
             with private_umask():  # a new index.db and shard are created 0600
+                if start_over_if_stale(self.index_dir, self.settings):
+                    log.warning("the index was built with other model or chunking settings: rebuilding it")
                 self.index = CodeIndex.open(self.root, settings=self.settings, create=True, lock=lock)
         except BaseException:
             self._unbind()

@@ -65,3 +65,25 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     finally:
         if lock is not None:
             lock.release()
+
+
+def start_over_if_stale(idx: Path, settings: Settings) -> bool:
+    """For an owner (`coderag mcp`, `serve`) about to open index folder `idx`, which it holds the writer lock
+    of: an index built with another model or chunking (an upgrade of coderag, a changed setting) is set
+    aside to be rebuilt, as `coderag index --rebuild` does, from its own vectors (previous_cache.py), rather
+    than refused at every update. Returns whether it was."""
+    from coderag.pipelines.ingestion import fingerprint
+    from coderag.store.previous_cache import set_aside
+
+    db = idx / DB_NAME
+    if not db.is_file():
+        return False
+    state = IndexState(db, readonly=True)
+    try:
+        old = state.get_meta("fingerprint")
+    finally:
+        state.close()
+    if old is None or old == fingerprint(settings):
+        return False
+    set_aside(idx)
+    return True
