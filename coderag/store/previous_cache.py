@@ -1,12 +1,13 @@
 """The embedding cache of an index being rebuilt: its vectors serve the rebuild, and nothing else of it stays.
 
-A rebuild (`coderag index --rebuild`, or the eval after a splitter change) starts from an empty database,
+A rebuild (`coderag index --rebuild`, an owner opening an index of other settings, the eval after a
+splitter change) starts from an empty database,
 but most chunks it makes are the ones it made before, word for word: embedding them again is the whole
 cost of a rebuild (half an hour for 100k chunks on two cores). So the old database is set aside as
 `previous.db` and cut down to its embedding cache, the rest of it (file texts, manifest) dropped with
 SQLite's secure_delete, which overwrites what it frees. The new index looks a vector up there when its
-own cache misses and copies the vectors it uses; once a run of `coderag index` completes, the file is
-deleted. So the new cache holds only vectors of chunks the new index holds, and a killed rebuild keeps
+own cache misses and copies the vectors it uses; once a run of `coderag index` or an owner's build
+completes, the file is deleted. So the new cache holds only vectors of chunks the new index holds, and a killed rebuild keeps
 no more than the cache it started from. Keys hash the model with the text: another model's vectors are
 never used.
 """
@@ -48,7 +49,7 @@ def set_aside(idx: Path) -> None:
 
 
 def forget(idx: Path) -> None:
-    """Delete previous.db (a run of `coderag index` has completed: every chunk that could use it has)."""
+    """Delete previous.db (a build has completed: every chunk that could use it has)."""
     for suffix in _SUFFIXES:
         (idx / (PREVIOUS_DB_NAME + suffix)).unlink(missing_ok=True)
 
