@@ -1,15 +1,14 @@
 """The embedding cache of an index being rebuilt: its vectors serve the rebuild, and nothing else of it stays.
 
 A rebuild (`coderag index --rebuild`, an owner opening an index of other settings, the eval after a
-splitter change) starts from an empty database,
-but most chunks it makes are the ones it made before, word for word: embedding them again is the whole
-cost of a rebuild (half an hour for 100k chunks on two cores). So the old database is set aside as
-`previous.db` and cut down to its embedding cache, the rest of it (file texts, manifest) dropped with
-SQLite's secure_delete, which overwrites what it frees. The new index looks a vector up there when its
-own cache misses and copies the vectors it uses; once a run of `coderag index` or an owner's build
-completes, the file is deleted. So the new cache holds only vectors of chunks the new index holds, and a killed rebuild keeps
-no more than the cache it started from. Keys hash the model with the text: another model's vectors are
-never used.
+splitter change) starts from an empty database, but most chunks it makes are the ones it made before,
+word for word: embedding them again is the whole cost of a rebuild (half an hour for 100k chunks on two
+cores). So the old database is set aside as `previous.db` and cut down to its embedding cache, the rest
+of it (file texts, manifest) dropped with SQLite's secure_delete, which overwrites what it frees. The new
+index looks a vector up there when its own cache misses and copies the vectors it uses; once a run of
+`coderag index` or an owner's build completes, the file is deleted. So the new cache holds only vectors
+of chunks the new index holds, and a killed rebuild keeps no more than the cache it started from. Keys
+hash the model with the text: another model's vectors are never used.
 """
 
 from __future__ import annotations
