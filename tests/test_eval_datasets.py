@@ -13,6 +13,7 @@ import pytest
 from coderag.eval import corpora, datasets
 from coderag.eval.corpora import CORPORA, Corpus, CorpusError
 from coderag.eval.datasets import KINDS, DatasetError, Gold, Query, load_all, load_dataset, validate
+from conftest import write_files
 
 # ---------------------------------------------------------------- validator units
 
@@ -298,3 +299,18 @@ def test_gold_ranges_exist_in_pinned_corpora(name):
     assert root.is_dir()
     errors = validate(load_dataset(name), root_for_corpus=lambda _n: root)
     assert errors == []
+
+
+def test_docstring_queries_take_unique_first_sentences_with_their_definitions(tmp_path) -> None:
+    from coderag.eval.docstring_queries import docstring_queries
+    from coderag.eval.metrics import Span
+
+    root = write_files(tmp_path / "repo", {
+        "pkg/a.py": '@decorated\ndef pay(x):\n    """Pay the invoice of one customer today. More."""\n    return x\n\n\n'
+                    'def short():\n    """Too short."""\n\n\n'
+                    'def twin():\n    """Shared sentence of two functions here."""\n',
+        "pkg/b.py": 'class Ledger:\n    """Keep every payment of the shop in order.\n\n    Details.\n    """\n\n'
+                    '    def twin(self):\n        """Shared sentence of two functions here."""\n',
+    })
+    assert docstring_queries(root, 10) == [("Pay the invoice of one customer today.", Span("pkg/a.py", 1, 4)),
+                                           ("Keep every payment of the shop in order.", Span("pkg/b.py", 1, 8))]
