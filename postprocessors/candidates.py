@@ -242,13 +242,15 @@ def pack_with_candidates(run: Callable, packer: Any, blocks: list[NodeWithScore]
 
     if not picker.max_candidates:
         return run(packer, blocks), []
-    if flat_share > 0 and is_flat(blocks, flat_ratio):
-        # Sized on places outside every block (they stay candidates whatever is packed): one packing, not two.
+    best = max(blocks, key=lambda n: n.get_score()) if blocks else None  # the packer's first, if it fits
+    if flat_share > 0 and best is not None and is_flat(blocks, flat_ratio):
+        # Sized on the places outside the best block, the one block sure to be shown: when the flat places
+        # are the blocks themselves (twelve handlers of one shape), most will not fit as blocks, and they
+        # are the candidates the reserve is for. One packing, not two.
         share = int((packer.max_tokens - packer.frame_tokens) * flat_share)
-        want = fit(candidates(blocks), price, share, wrapper)
+        want = fit(candidates([best]), price, share, wrapper)
         packer.reserve_tokens = wrapper + sum(map(price, want)) if want else 0
     packed = run(packer, blocks)
-    best = max(blocks, key=lambda n: n.get_score()) if blocks else None  # the packer's first, if it fits
     if packer.reserve_tokens and best is not None and (not packed or packed[0].node.node_id != best.node.node_id):
         packer.reserve_tokens = 0  # the reserve never takes the place of the best block (whole or cut)
         packed = run(packer, blocks)
