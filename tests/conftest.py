@@ -14,6 +14,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# A Go file of a type and a method (test_code_splitter's Go case adds a function to it).
+GO_SERVER = '''\
+package main
+
+import "net/http"
+
+// Server serves the health endpoint.
+type Server struct {
+	addr string
+}
+
+// Start listens on the configured address.
+func (s *Server) Start() error {
+	return http.ListenAndServe(s.addr, nil)
+}
+'''
+
 TINY_FILES = {
     "src/auth/service.py": '''\
         """Authentication service."""
@@ -74,21 +91,7 @@ TINY_FILES = {
           }
         }
         ''',
-    "cmd/server/main.go": '''\
-        package main
-
-        import "net/http"
-
-        // Server serves the health endpoint.
-        type Server struct {
-        	addr string
-        }
-
-        // Start listens on the configured address.
-        func (s *Server) Start() error {
-        	return http.ListenAndServe(s.addr, nil)
-        }
-        ''',
+    "cmd/server/main.go": GO_SERVER,
     "README.md": '''\
         # Tiny
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_files
+from conftest import GO_SERVER, write_files
 
 pytest.importorskip("tree_sitter_language_pack")
 
@@ -192,21 +192,7 @@ export class Panel extends React.Component<Props> {
         Def("Panel", "class", "export class Panel extends React.Component<Props> {", "}"),
         Def("Panel.render", "method", "render() {", "}", "Panel", sig="render() {"),
     )),
-    "go": Case("cmd/server.go", '''\
-package main
-
-import "net/http"
-
-// Server serves the health endpoint.
-type Server struct {
-	addr string
-}
-
-// Start listens on the configured address.
-func (s *Server) Start() error {
-	return http.ListenAndServe(s.addr, nil)
-}
-
+    "go": Case("cmd/server.go", GO_SERVER + '''
 // NewServer makes a server.
 func NewServer(
 	addr string,
