@@ -16,6 +16,7 @@ from typing import Iterator
 from coderag.nodes.ignore import INDEX_DIR_NAME
 
 DB_NAME = "index.db"
+DB_FILE_SUFFIXES = ("", "-wal", "-shm")  # a SQLite database in WAL mode is these files together
 SHARD_NAME = "shard"
 LOCK_NAME = "writer.lock"
 LOG_NAME = "coderag.log"
@@ -106,7 +107,7 @@ def remove_index_files(idx: Path, keep_db_as: str = "") -> None:
     in `idx` instead (with its WAL, so nothing it committed is lost), for what the rebuild reuses."""
     import shutil
 
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in DB_FILE_SUFFIXES:
         old = idx / (DB_NAME + suffix)
         if keep_db_as and old.exists():
             old.replace(idx / (keep_db_as + suffix))

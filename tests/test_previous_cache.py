@@ -128,3 +128,25 @@ def test_set_aside_never_replays_a_stray_log_of_an_older_previous_db(built: Path
     conn.close()
     again = index_repository(built, settings=Settings(), rebuild=True)
     assert again.embedded == 0 and not _previous_files(built)
+
+
+def test_set_aside_again_keeps_the_partial_rebuilds_vectors_too(built: Path) -> None:
+    """A rebuild killed part way, then rebuilt again: previous.db keeps its vectors and gains the new ones."""
+    from coderag.store.state import IndexState
+
+    idx = index_dir(built)
+    before = _cache_keys(built)
+    set_aside(idx)
+    partial = IndexState(idx / DB_NAME)  # what a killed rebuild had embedded that the old index had not
+    partial.cache_vectors([("a-new-chunk-key", b"\0" * 8)])
+    partial.commit()
+    partial.close()
+    set_aside(idx)
+    assert not (idx / DB_NAME).exists()
+    conn = sqlite3.connect(str(idx / PREVIOUS_DB_NAME))
+    try:
+        kept = {r[0] for r in conn.execute("SELECT key FROM embed_cache")}
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        conn.close()
+    assert kept == before | {"a-new-chunk-key"} and tables == {"embed_cache"}

@@ -14,15 +14,13 @@ hash the model with the text: another model's vectors are never used.
 from __future__ import annotations
 
 import sqlite3
-import threading
 from pathlib import Path
 from typing import Iterable
 
-from coderag.paths import DB_NAME, remove_index_files
+from coderag.paths import DB_FILE_SUFFIXES, DB_NAME, remove_index_files
+from coderag.store.state import IndexState
 
 PREVIOUS_DB_NAME = "previous.db"
-_SUFFIXES = ("", "-wal", "-shm")
-_IN_BATCH = 500  # keys per `IN (...)` query, under SQLite's bound-parameter limit
 
 
 def set_aside(idx: Path) -> None:
@@ -33,7 +31,11 @@ def set_aside(idx: Path) -> None:
         remove_index_files(idx)  # nothing to keep here (a shard alone, or nothing)
     elif previous.is_file():
         try:
-            _copy_cache(current, into=previous)
+            kept = IndexState(previous)  # (which gives it back empty tables: they go again below)
+            try:
+                kept.seed_cache(current)
+            finally:
+                kept.close()
         except sqlite3.DatabaseError:
             pass  # the partial index's vectors are only a saving
         remove_index_files(idx)
@@ -49,19 +51,8 @@ def set_aside(idx: Path) -> None:
 
 def forget(idx: Path) -> None:
     """Delete previous.db (a build has completed: every chunk that could use it has)."""
-    for suffix in _SUFFIXES:
+    for suffix in DB_FILE_SUFFIXES:
         (idx / (PREVIOUS_DB_NAME + suffix)).unlink(missing_ok=True)
-
-
-def _copy_cache(source: Path, into: Path) -> None:
-    conn = sqlite3.connect(str(into))
-    try:
-        conn.execute("ATTACH DATABASE ? AS source", (str(source),))
-        conn.execute("INSERT OR IGNORE INTO embed_cache SELECT key, vector FROM source.embed_cache")
-        conn.commit()
-        conn.execute("DETACH DATABASE source")
-    finally:
-        conn.close()
 
 
 def _keep_only_the_cache(db: Path) -> None:
@@ -83,35 +74,21 @@ class CarriedCache:
     """An index's embedding cache (`state`: cached_vectors / cache_vectors) in front of previous.db's:
     a key missing from the first is looked up in the second, and a vector found there is copied over."""
 
-    def __init__(self, state, previous: Path) -> None:
+    def __init__(self, state: IndexState, previous: Path) -> None:
         self.state = state
-        self._lock = threading.Lock()
-        self._previous = sqlite3.connect(f"file:{previous}?mode=ro", uri=True, check_same_thread=False)
-        self.carried = 0
+        self._previous = IndexState(previous, readonly=True)
 
     def cached_vectors(self, keys: list[str]) -> dict[str, bytes]:
         hits = self.state.cached_vectors(keys)
-        missing = [k for k in dict.fromkeys(keys) if k not in hits]
-        if missing:
-            found: dict[str, bytes] = {}
-            with self._lock:
-                for i in range(0, len(missing), _IN_BATCH):
-                    part = missing[i:i + _IN_BATCH]
-                    rows = self._previous.execute(
-                        f"SELECT key, vector FROM embed_cache WHERE key IN ({','.join('?' * len(part))})", part)
-                    found.update(rows.fetchall())
-                self.carried += len(found)
-            if found:
-                self.state.cache_vectors(found.items())
-                hits.update(found)
+        missing = [k for k in keys if k not in hits]
+        found = self._previous.cached_vectors(missing) if missing else {}
+        if found:
+            self.state.cache_vectors(found.items())
+            hits.update(found)
         return hits
 
     def cache_vectors(self, items: Iterable[tuple[str, bytes]]) -> None:
         self.state.cache_vectors(items)
-
-    def close(self) -> None:
-        with self._lock:
-            self._previous.close()
 
 
 def embedding_cache(state, db_path: Path):
