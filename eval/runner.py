@@ -16,7 +16,8 @@ When no chosen variant reads vectors (only ``bm25`` and the baselines), corpora 
 and a later run that needs vectors densifies them (:mod:`coderag.eval.indexing`). A query of a local
 snapshot corpus (swebench-dev) is run against its own snapshot, each snapshot indexed once.
 
-A variant that raises on a query scores a miss there and is counted in ``errors``.
+Each variant's answer is scored in :mod:`coderag.eval.outcomes`. A variant that raises on a query scores a miss
+there and is counted in ``errors``.
 
 Examples:
     >>> from coderag.eval.datasets import load_dataset
@@ -36,16 +37,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from coderag.eval.metrics import (RANKING_METRICS, Result, Span, contains_gold, contains_gold_file, mean, percentile,
-                                  score_ranking, tokens_to_gold)
+from coderag.eval.metrics import RANKING_METRICS, Span, mean, percentile
+from coderag.eval.outcomes import (BASELINE_TOP_K, RANK_MAX_TOKENS, RANK_TOP_K, Outcome, baseline_outcome,
+                                   coderag_outcome, miss, ripgrep_outcome)
 
 VARIANTS = ("bm25", "dense", "hybrid", "full", "ripgrep", "li-bm25", "bm25-window")
 RAW_VARIANTS = ("bm25", "dense", "hybrid")
 DENSE_VARIANTS = ("dense", "hybrid", "full")  # the variants that read vectors: their corpora are indexed dense
-BASELINE_TOP_K = 30  # what a baseline packs its payload from (coderag's legs fetch 25-30 candidates too)
 DEFAULT_MAX_TOKENS = 4000
-RANK_TOP_K = 10
-RANK_MAX_TOKENS = 20_000  # the search API's ceiling: ten chunks always fit, so packing never cuts the ranking
 WARMUP_QUERY = "warm up: load the model and open the stores"
 
 
@@ -111,98 +110,6 @@ def apply_overrides(settings, overrides: dict[str, Any]):
     data = settings.model_dump()
     data["retrieval"].update(overrides)
     return Settings.model_validate(data)
-
-
-@dataclass
-class Outcome:
-    """One variant's answer to one query, scored."""
-
-    metrics: dict[str, float]
-    tokens: Optional[int] = None
-    in_payload: bool = False
-    latency_ms: Optional[float] = None
-    ranked: list[str] = field(default_factory=list)  # top 10, "path:start-end" (ripgrep: "path (N matches)")
-    error: Optional[str] = None
-    # A gold place among the payload's blocks or its one-line candidates (`full` lists candidates; None for
-    # the other variants: the same as in_payload).
-    place_in_payload: Optional[bool] = None
-    # A gold file among the payload's blocks or candidate lines (issue 15's "gold file in the payload").
-    file_in_payload: bool = False
-    # Payload tokens read, block by block, until the first gold line (None: no block shows one).
-    tokens_to_gold: Optional[int] = None
-
-    def to_json(self) -> dict[str, Any]:
-        d = {"metrics": {k: round(v, 4) for k, v in self.metrics.items()}, "tokens": self.tokens,
-             "in_payload": self.in_payload, "place_in_payload": self.place_in_payload,
-             "file_in_payload": self.file_in_payload, "tokens_to_gold": self.tokens_to_gold,
-             "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 1), "ranked": self.ranked}
-        if self.error:
-            d["error"] = self.error
-        return d
-
-
-def _miss(error: str) -> Outcome:
-    return Outcome(metrics={m: 0.0 for m in RANKING_METRICS}, error=error)
-
-
-def _as_results(res) -> list[Result]:
-    return [Result.block(r.file_path, r.start_line, r.end_line) for r in res]
-
-
-def _label(r: Result) -> str:
-    return f"{r.file_path}:{r.spans[0][0]}-{r.spans[-1][1]}"
-
-
-def _payload_reading(res, gold: Sequence[Span], count_tokens: Callable[[str], int]) -> dict[str, Any]:
-    """What a coderag payload shows of the gold: a gold file among its blocks or candidate lines, and the
-    tokens read until the first gold line."""
-    shown = _as_results(res)
-    places = shown + [Result.block(c.file_path, c.start_line, c.end_line) for c in res.candidates]
-    return dict(file_in_payload=contains_gold_file(places, gold),
-                tokens_to_gold=tokens_to_gold(zip(shown, (r.text for r in res)), gold, count_tokens))
-
-
-def _coderag_outcome(index, query: str, variant: str, gold: Sequence[Span], max_tokens: int) -> Outcome:
-    if variant == "full":
-        t0 = time.perf_counter()
-        res = index.search(query, max_tokens=max_tokens, format="xml")
-        latency = (time.perf_counter() - t0) * 1000
-        ranked = _as_results(res)
-        places = ranked + [Result.block(c.file_path, c.start_line, c.end_line) for c in res.candidates]
-        return Outcome(score_ranking(ranked, gold), res.tokens, contains_gold(ranked, gold), latency,
-                       [_label(r) for r in ranked[:RANK_TOP_K]], place_in_payload=contains_gold(places, gold),
-                       **_payload_reading(res, gold, index.count_tokens))
-    raw = dict(retriever=variant, auto_merge=False, merge_adjacent=False, format="xml")
-    ranked = _as_results(index.search(query, max_tokens=RANK_MAX_TOKENS, top_k=RANK_TOP_K, **raw))
-    t0 = time.perf_counter()
-    packed = index.search(query, max_tokens=max_tokens, **raw)
-    latency = (time.perf_counter() - t0) * 1000
-    return Outcome(score_ranking(ranked, gold), packed.tokens, contains_gold(_as_results(packed), gold), latency,
-                   [_label(r) for r in ranked[:RANK_TOP_K]], **_payload_reading(packed, gold, index.count_tokens))
-
-
-def _ripgrep_outcome(root: Path, query: str, gold: Sequence[Span], count_tokens: Callable[[str], int],
-                     rg: str) -> Outcome:
-    from coderag.eval.ripgrep_baseline import grep
-
-    ans = grep(query, root, rg=rg)
-    return Outcome(score_ranking(ans.ranked, gold), count_tokens(ans.payload) if ans.payload else 0,
-                   contains_gold(ans.payload_results, gold), ans.latency_ms,
-                   [f"{r.file_path} ({ans.matches[r.file_path]} matches)" for r in ans.ranked[:RANK_TOP_K]],
-                   file_in_payload=contains_gold_file(ans.payload_results, gold))
-
-
-def _baseline_outcome(baseline, query: str, gold: Sequence[Span], count_tokens: Callable[[str], int],
-                      max_tokens: int) -> Outcome:
-    from coderag.eval.baselines import pack
-
-    t0 = time.perf_counter()
-    hits = baseline.search(query, BASELINE_TOP_K)
-    shown, tokens = pack(hits, count_tokens, max_tokens)
-    latency = (time.perf_counter() - t0) * 1000
-    ranked = [h.result for h in hits[:RANK_TOP_K]]
-    return Outcome(score_ranking(ranked, gold), tokens, contains_gold(shown, gold), latency,
-                   [_label(r) for r in ranked], file_in_payload=contains_gold_file(shown, gold))
 
 
 @dataclass
@@ -388,13 +295,13 @@ def _run_corpus(root: Path, settings, queries: Sequence, variants: Sequence[str]
                     if isinstance(baselines.get(v), Exception):
                         raise baselines[v]
                     if v == "ripgrep":
-                        outcomes[v] = _ripgrep_outcome(root, q.query, gold, index.count_tokens, rg)
+                        outcomes[v] = ripgrep_outcome(root, q.query, gold, index.count_tokens, rg)
                     elif v in baselines:
-                        outcomes[v] = _baseline_outcome(baselines[v], q.query, gold, index.count_tokens, max_tokens)
+                        outcomes[v] = baseline_outcome(baselines[v], q.query, gold, index.count_tokens, max_tokens)
                     else:
-                        outcomes[v] = _coderag_outcome(index, q.query, v, gold, max_tokens)
+                        outcomes[v] = coderag_outcome(index, q.query, v, gold, max_tokens)
                 except Exception as exc:  # noqa: BLE001 - a failing variant is a scored miss, never a crash
-                    outcomes[v] = _miss(f"{type(exc).__name__}: {exc}")
+                    outcomes[v] = miss(f"{type(exc).__name__}: {exc}")
             rows.append({"id": q.id, "corpus": q.corpus, "kind": q.kind, "split": getattr(q, "split", "tune"),
                          "query": q.query,
                          "gold": [f"{g.file_path}:{g.start_line}-{g.end_line}" for g in gold], "outcomes": outcomes})

@@ -46,7 +46,7 @@ def corpus(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def run(corpus: Path):
     """One eval run over the tiny corpus, with `dense` made to fail on every query."""
-    real = runner._coderag_outcome
+    real = runner.coderag_outcome
 
     def flaky(index, query, variant, gold, max_tokens):
         if variant == "dense":
@@ -54,7 +54,7 @@ def run(corpus: Path):
         return real(index, query, variant, gold, max_tokens)
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(runner, "_coderag_outcome", flaky)
+    mp.setattr(runner, "coderag_outcome", flaky)
     try:
         yield run_eval(QUERIES, VARIANTS_HERE, max_tokens=600, root_for_corpus=lambda name: corpus)
     finally:
