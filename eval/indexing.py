@@ -43,7 +43,7 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
     from coderag.lock import WriterLock
     from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
     from coderag.pipelines.code_index import CodeIndex
-    from coderag.pipelines.ingestion import fingerprint
+    from coderag.pipelines.ingestion import built_otherwise, fingerprint
     from coderag.pipelines.migrations import upgrade_index
     from coderag.store.previous_cache import forget, set_aside
     from coderag.store.state import STATUS_SPARSE, IndexState
@@ -54,9 +54,8 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
     lock = WriterLock(idx / LOCK_NAME).acquire(wait=wait)
     try:
         state = IndexState(idx / DB_NAME)
-        old = state.get_meta("fingerprint")
+        rebuilt = built_otherwise(state, fingerprint(settings))
         state.close()
-        rebuilt = old is not None and old != fingerprint(settings)
         if rebuilt and not rebuild_stale:
             raise ConfigError(f"The index in {idx} was built with other model or chunking settings. "
                               f'Run "coderag index --rebuild {root}" to rebuild it with the current ones.')
@@ -80,8 +79,6 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
         counts = index.state.counts()
         forget(idx)
     return {"mode": "dense" if dense else "bm25-only", "rebuilt": rebuilt, "files": summary.files_seen,
-            "indexed_now": summary.indexed, "densified": densified, "embedded": embedded,
-            "vectors_seeded": seeded,
+            "indexed_now": summary.indexed, "densified": densified, "embedded": embedded, "vectors_seeded": seeded,
             "pending_dense": counts["pending_dense"],
             "index_seconds": round(time.perf_counter() - t0, 1)}
-

@@ -305,9 +305,9 @@ class CodeIndex:
 
     def settings_match(self) -> bool:
         """Whether the index was built with the current model and chunking, so `refresh` may write to it."""
-        from coderag.pipelines.ingestion import fingerprint
+        from coderag.pipelines.ingestion import built_otherwise, fingerprint
 
-        return self.state.get_meta("fingerprint") in (None, fingerprint(self.settings))
+        return not built_otherwise(self.state, fingerprint(self.settings))
 
     # -- what the index holds ---------------------------------------------------------------------------
     def indexed_paths(self) -> list[str]:

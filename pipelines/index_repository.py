@@ -72,7 +72,7 @@ def start_over_if_stale(idx: Path, settings: Settings) -> bool:
     of: an index built with another model or chunking (an upgrade of coderag, a changed setting) is set
     aside to be rebuilt, as `coderag index --rebuild` does, from its own vectors (previous_cache.py), rather
     than refused at every update. Returns whether it was."""
-    from coderag.pipelines.ingestion import fingerprint
+    from coderag.pipelines.ingestion import built_otherwise, fingerprint
     from coderag.store.previous_cache import set_aside
 
     db = idx / DB_NAME
@@ -80,10 +80,9 @@ def start_over_if_stale(idx: Path, settings: Settings) -> bool:
         return False
     state = IndexState(db, readonly=True)
     try:
-        old = state.get_meta("fingerprint")
+        stale = built_otherwise(state, fingerprint(settings))
     finally:
         state.close()
-    if old is None or old == fingerprint(settings):
-        return False
-    set_aside(idx)
-    return True
+    if stale:
+        set_aside(idx)
+    return stale

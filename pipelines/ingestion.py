@@ -308,11 +308,17 @@ def _batches(entries: list[FileEntry]):
         yield batch
 
 
+def built_otherwise(state: IndexState, fp: str) -> bool:
+    """Whether the index holds chunks of another model or chunking than fingerprint `fp` (a new index
+    holds none)."""
+    old = state.get_meta("fingerprint")
+    return old is not None and old != fp
+
+
 def check_fingerprint(state: IndexState, fp: str, root: Path) -> None:
     """Refuse to write chunks of one configuration into an index built with another: the index would hold
     two chunkings (or two models' vectors) side by side and say nothing. Every update path checks it."""
-    old = state.get_meta("fingerprint")
-    if old is not None and old != fp:
+    if built_otherwise(state, fp):
         raise ConfigError(
             f"The index in {index_dir(root)} was built with other model or chunking settings. "
             f'Run "coderag index --rebuild {root}" to rebuild it with the current ones; the vectors of '
