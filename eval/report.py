@@ -41,8 +41,8 @@ LEGEND = ("R@k: file-level recall, the share of gold files among the first k dis
           "of a gold range. gold place: the same, or one of its one-line candidates is a gold place. "
           "gold file: a block or a candidate line of the payload is in a gold file (issue 15's 'gold file in the "
           "payload'). tokens to gold (coderag's variants): median tokens of code read, block by block, until the "
-          "first gold line, over the payloads that show one. err: queries on which the variant raised (scored as misses). split: tune "
-          "(settings may be chosen on it) or heldout (never tuned on; eval/RESULTS.md).")
+          "first gold line, over the payloads that show one. err: queries on which the variant raised (scored "
+          "as misses). split: tune (settings may be chosen on it) or heldout (never tuned on; eval/RESULTS.md).")
 
 
 def _fmt(value: Any, fmt: str) -> str:
