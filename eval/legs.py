@@ -63,17 +63,12 @@ def dump(queries: Sequence, root_for: Any, depth: int = DEFAULT_DEPTH) -> Iterab
 
 def _fusion(settings):
     """The index's fusion, as RetrieverGraph builds it, over legs that are never queried."""
-    from coderag.pipelines.fusion import WeightedRRFFusionRetriever
+    from coderag.pipelines.retriever_graph import fusion_of
     from coderag.pipelines.retrievers import DenseRetriever, SparseRetriever
     from coderag.pipelines.search_request import BM25, DENSE, NAMED
 
-    r = settings.retrieval
-    legs = {DENSE: DenseRetriever(None), BM25: SparseRetriever(None), NAMED: SparseRetriever(None, named_files=True)}
-    return WeightedRRFFusionRetriever(
-        legs, {DENSE: r.dense_weight, BM25: r.sparse_weight, NAMED: r.named_files_weight},
-        keyword_boost=r.keyword_boost, tests_docs_weight=r.tests_docs_weight, noise_weight=r.report_noise_weight,
-        non_code_weight=r.report_non_code_weight, file_evidence=r.report_file_evidence,
-        similarity_top_k=r.fusion_top_k)
+    return fusion_of(settings, {DENSE: DenseRetriever(None), BM25: SparseRetriever(None),
+                                NAMED: SparseRetriever(None, named_files=True)})
 
 
 def replay(records: Iterable[dict[str, Any]], settings) -> list[tuple[dict[str, Any], list[Result]]]:

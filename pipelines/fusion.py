@@ -17,7 +17,7 @@ from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY
 from coderag.nodes.lexical import identifier_parts
 from coderag.nodes.symbols import chunk_defines, defines_symbol
 from coderag.pipelines.retrievers import DenseRetriever
-from coderag.pipelines.search_request import SearchRequest, as_request
+from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
 
 DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
 DEFAULT_DEFINITION_BOOST = 0.5
@@ -96,6 +96,10 @@ def is_report_noise(path: str) -> bool:
             or any(p in ("changelog", "changes", "whatsnew", "release-notes", "changelog.d") for p in parts[:-1]))
 
 
+def _file(nws: NodeWithScore) -> str:
+    return nws.node.metadata.get(FILE_PATH_KEY, "")
+
+
 class WeightedRRFFusionRetriever(QueryFusionRetriever):
     """QueryFusionRetriever whose reciprocal-rank mode honours `retriever_weights` (core's ignores them),
     keys results by node id, boosts results that contain the query's keywords, and boosts the
@@ -112,7 +116,7 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                  keyword_boost: float = 0.5, phrase_boost: float = 0.0,
                  definition_boost: float = DEFAULT_DEFINITION_BOOST,
                  tests_docs_weight: float = 1.0, noise_weight: float = 1.0, non_code_weight: float = 1.0,
-                 file_evidence: float = 0.0, similarity_top_k: int = 20,
+                 file_evidence: float = 0.0, leg_agreement: bool = True, similarity_top_k: int = 20,
                  prepare: Optional[Callable[[QueryBundle], SearchRequest]] = None) -> None:
         from llama_index.core.llms import MockLLM
 
@@ -127,6 +131,7 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         self.non_code_weight = non_code_weight  # docs, config and data files, for a report (fixed in code)
         self.file_evidence = file_evidence  # share of a file's other hits added to each of its chunks
         self.rrf_k = rrf_k
+        self.leg_agreement = leg_agreement
         self.keyword_boost = keyword_boost
         self.phrase_boost = phrase_boost
         self.definition_boost = definition_boost
@@ -175,22 +180,40 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         return vec
 
     def fuse(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> List[NodeWithScore]:
-        """Weighted RRF of the legs' rankings, then the request's boosts and damping."""
+        """Weighted RRF of the legs' rankings, times the request's boosts and damping; then the file both
+        legs put first, if they agree, keeps the first place."""
         t0 = time.perf_counter()
         total_weight = sum(self.weights[name] for name in results) or 1.0
-        fused: Dict[str, float] = {}
+        rrf: Dict[str, float] = {}
         by_id: Dict[str, NodeWithScore] = {}
+        ranked: Dict[str, List[str]] = {}  # each leg's node ids, best first
         for name, nodes in results.items():
             w = self.weights[name] / total_weight
-            for rank, nws in enumerate(sorted(nodes, key=lambda x: x.score or 0.0, reverse=True)):
-                nid = nws.node.node_id
-                by_id.setdefault(nid, nws)
-                fused[nid] = fused.get(nid, 0.0) + w / (rank + self.rrf_k)
+            best_first = sorted(nodes, key=lambda x: x.score or 0.0, reverse=True)
+            ranked[name] = [nws.node.node_id for nws in best_first]
+            for rank, nws in enumerate(best_first):
+                by_id.setdefault(nws.node.node_id, nws)
+                rrf[nws.node.node_id] = rrf.get(nws.node.node_id, 0.0) + w / (rank + self.rrf_k)
+        factor = self._boosts(by_id, req)
+        fused = {nid: score * factor[nid] for nid, score in rrf.items()}
+        if req.reading is not None and self.file_evidence:
+            self._add_file_evidence(fused, by_id)
+        if self.leg_agreement:
+            self._first_place_to_the_agreed_file(fused, by_id, ranked, factor)
+        out = [NodeWithScore(node=by_id[nid].node, score=score)
+               for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True)]
+        req.timings["fusion_ms"] = (time.perf_counter() - t0) * 1000
+        return out
+
+    def _boosts(self, by_id: Dict[str, NodeWithScore], req: SearchRequest) -> Dict[str, float]:
+        """Each candidate's factor from what the request says of it (keywords, a quoted phrase, definitions
+        of the names it spells or a report points at) and from its file (tests and docs, a report's noise)."""
+        factor = dict.fromkeys(by_id, 1.0)
         if req.keywords:
             for nid, nws in by_id.items():
                 text = nws.node.get_content()
                 hits = sum(1 for k in req.keywords if k in text)
-                fused[nid] *= 1.0 + self.keyword_boost * hits / len(req.keywords)
+                factor[nid] *= 1.0 + self.keyword_boost * hits / len(req.keywords)
         report = req.reading is not None
         phrase = query_phrase(req.query_str) if self.phrase_boost and not report else ""
         if phrase:  # the query found word for word: the sentence it quotes is there, not paraphrased
@@ -198,7 +221,7 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
             for nid, nws in by_id.items():
                 text = nws.node.get_content()
                 if longest in text.lower() and phrase in phrase_of(text):
-                    fused[nid] *= 1.0 + self.phrase_boost
+                    factor[nid] *= 1.0 + self.phrase_boost
         if report:
             # A report's reading ranks the names it points at: the boost of a chunk is that of the most
             # telling name it defines (1, 1/2, 1/3 ... of `definition_boost`).
@@ -207,30 +230,48 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                 meta = nws.node.metadata
                 rank = next((i for i, name in enumerate(names) if chunk_defines(meta, name)), None)
                 if rank is not None:
-                    fused[nid] *= 1.0 + self.definition_boost / (rank + 1)
+                    factor[nid] *= 1.0 + self.definition_boost / (rank + 1)
         else:
             idents = query_identifiers(req.query_str)
             if idents and self.definition_boost:
                 for nid, nws in by_id.items():
                     hits = sum(1 for i in idents if chunk_defines(nws.node.metadata, i))
-                    fused[nid] *= 1.0 + self.definition_boost * hits / len(idents)
+                    factor[nid] *= 1.0 + self.definition_boost * hits / len(idents)
         noise, non_code = (self.noise_weight, self.non_code_weight) if report else (1.0, 1.0)
         if self.tests_docs_weight != 1.0 or noise != 1.0 or non_code != 1.0:
             for nid, nws in by_id.items():
                 m = nws.node.metadata
                 path, language = m.get(FILE_PATH_KEY, ""), m.get(LANGUAGE_KEY, "")
                 if is_tests_or_docs(path, language):
-                    fused[nid] *= self.tests_docs_weight
+                    factor[nid] *= self.tests_docs_weight
                 if language in NON_CODE_LANGUAGES:
-                    fused[nid] *= non_code
+                    factor[nid] *= non_code
                 if is_report_noise(path):
-                    fused[nid] *= noise
-        if report and self.file_evidence:
-            self._add_file_evidence(fused, by_id)
-        out = [NodeWithScore(node=by_id[nid].node, score=score)
-               for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True)]
-        req.timings["fusion_ms"] = (time.perf_counter() - t0) * 1000
-        return out
+                    factor[nid] *= noise
+        return factor
+
+    def _first_place_to_the_agreed_file(self, fused: Dict[str, float], by_id: Dict[str, NodeWithScore],
+                                        ranked: Dict[str, List[str]], factor: Dict[str, float]) -> None:
+        """When the dense and the BM25 leg, each with the request's boosts, put the same file first, the
+        answer starts in that file: its best chunk takes the first place.
+
+        Chunk-level RRF splits a file's evidence among its chunks: when the legs' first chunks are two
+        different chunks of one file, a third file's chunk that both rank second outscores each of them
+        (1/(k+2) twice against 1/(k+1) once plus a low rank). Two legs that read the query differently and
+        still name the same file are the strongest evidence a search has (eval/RESULTS.md, session 12)."""
+        firsts = set()
+        for name in (DENSE, BM25):
+            ids = ranked.get(name)
+            if not ids:
+                return
+            best = max(range(len(ids)), key=lambda r: factor[ids[r]] / (r + self.rrf_k))
+            firsts.add(_file(by_id[ids[best]]))
+        top = max(fused, key=fused.__getitem__)
+        agreed = firsts.pop()
+        if firsts or _file(by_id[top]) == agreed:
+            return
+        mine = max((nid for nid in fused if _file(by_id[nid]) == agreed), key=fused.__getitem__)
+        fused[mine] = fused[top] * (1.0 + 1e-6)  # just above: the rest of the order stays as RRF made it
 
     def _add_file_evidence(self, fused: Dict[str, float], by_id: Dict[str, NodeWithScore]) -> None:
         """A file hit by several chunks is more likely the answer than one hit once: each chunk gains

@@ -12,6 +12,20 @@ from coderag.pipelines.search_options import RetrieverMode, SearchOptions
 from coderag.pipelines.search_request import BM25, DENSE, NAMED, SearchRequest
 
 
+def fusion_of(settings, legs: dict, prepare: Optional[Callable] = None):
+    """The weighted-RRF fusion over `legs` (dense, bm25, named) with the retrieval settings' weights and boosts:
+    the search's, and the one eval/legs.py replays over dumped candidates."""
+    from coderag.pipelines.fusion import WeightedRRFFusionRetriever
+
+    r = settings.retrieval
+    return WeightedRRFFusionRetriever(
+        legs, {DENSE: r.dense_weight, BM25: r.sparse_weight, NAMED: r.named_files_weight},
+        keyword_boost=r.keyword_boost, phrase_boost=r.phrase_boost, tests_docs_weight=r.tests_docs_weight,
+        noise_weight=r.report_noise_weight, non_code_weight=r.report_non_code_weight,
+        file_evidence=r.report_file_evidence, leg_agreement=r.leg_agreement, similarity_top_k=r.fusion_top_k,
+        prepare=prepare)
+
+
 class RetrieverGraph:
     """The LlamaIndex retriever graph of one open index, built once: the dense leg, the BM25 leg and the BM25
     leg within the files a report names, their weighted-RRF fusion, and bounded auto-merging over it. Every
@@ -23,7 +37,6 @@ class RetrieverGraph:
 
     def __init__(self, settings, vector_store, load_embed_model: Callable[[], Any], storage_context, parent_of=None,
                  paths: Callable[[], list[str]] = list, text_filter: bool = False) -> None:
-        from coderag.pipelines.fusion import WeightedRRFFusionRetriever
         from coderag.pipelines.retrievers import BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever
 
         r = self.retrieval = settings.retrieval
@@ -32,12 +45,8 @@ class RetrieverGraph:
         self.legs = {DENSE: DenseRetriever(vector_store, None, r.dense_top_k, load_model=load_embed_model, light=True),
                      BM25: SparseRetriever(vector_store, r.sparse_top_k, light=True),
                      NAMED: SparseRetriever(vector_store, r.sparse_top_k, named_files=True, light=True)}
-        self.fusion = WeightedRRFFusionRetriever(
-            self.legs, {DENSE: r.dense_weight, BM25: r.sparse_weight, NAMED: r.named_files_weight},
-            keyword_boost=r.keyword_boost, phrase_boost=r.phrase_boost, tests_docs_weight=r.tests_docs_weight,
-            noise_weight=r.report_noise_weight, non_code_weight=r.report_non_code_weight,
-            file_evidence=r.report_file_evidence, similarity_top_k=r.fusion_top_k,
-            prepare=lambda q: self.request(SearchOptions(query=q.query_str)) or SearchRequest(q.query_str, legs=()))
+        self.fusion = fusion_of(settings, self.legs, prepare=lambda q: self.request(SearchOptions(query=q.query_str))
+                                or SearchRequest(q.query_str, legs=()))
         self.merging = BoundedAutoMergingRetriever(self.fusion, storage_context, simple_ratio_thresh=r.merge_ratio,
                                                    max_parent_lines=r.max_parent_lines,
                                                    min_score_ratio=r.merge_min_score_ratio, parent_of=parent_of)
