@@ -156,6 +156,19 @@ CORPORA: dict[str, Corpus] = {
             description="Schema validation: the TypeScript sources of Zod 4's core (schemas, checks, JSON Schema).",
             excluded=("src/v3, src/v4/classic, src/v4/mini, src/v4/locales (other layers)", "compiled .js/.d.ts"),
         ),
+        Corpus(
+            name="sqlalchemy-engine",
+            registry="pypi",
+            package="sqlalchemy",
+            version="2.0.36",
+            sha256="7f2767680b6d2398aea7082e45a774b2b0767b5c8d8ffb9c8b683088ea9b29c5",
+            archive="sqlalchemy-2.0.36.tar.gz",
+            subdir="lib/sqlalchemy/engine",
+            languages=("python",),
+            description="SQLAlchemy's engine layer (connections, results, URLs, reflection); questions written "
+                        "in session 12 after every ranking default they report on was chosen.",
+            excluded=("the rest of lib/sqlalchemy (orm, sql, dialects, ...)", "test/, doc/"),
+        ),
     )
 }
 
