@@ -58,7 +58,7 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
         state.close()
         if rebuilt and not rebuild_stale:
             raise ConfigError(f"The index in {idx} was built with other model or chunking settings. "
-                              f'Run "coderag index --rebuild {root}" to rebuild it with the current ones.')
+                              f'Run "coderag index {root}" to rebuild it with the current ones.')
         if rebuilt:  # an eval scores the code as it is: an index of other chunking would score other chunks
             set_aside(idx)  # ...from the vectors it had (most chunks are made again as they were)
         index, lock = CodeIndex.open(root, settings=settings, lock=lock), None  # the index releases it

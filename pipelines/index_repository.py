@@ -16,6 +16,10 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
                      progress=None, wait: float = 0.0):
     """Bring the index of `root` up to date with its working tree and return what was done (`coderag index`).
 
+    An index built with other model or chunking settings (an upgrade of coderag, a changed setting) is built
+    again, as `rebuild` asks and as an owner does when it opens one (`start_over_if_stale`): the vectors of
+    the chunks that come out the same are reused, not embedded again (previous_cache.py).
+
     An unchanged tree is answered from the manifest alone (no LlamaIndex, torch or Qdrant import); changes go
     through `CodeIndex.refresh`, the one update path.
 
@@ -40,6 +44,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     try:
         if rebuild:
             set_aside(idx)  # its embedding cache serves the rebuild: unchanged chunks are not embedded again
+        started_over = not rebuild and start_over_if_stale(idx, settings)
         state = IndexState(idx / DB_NAME)
         try:
             check_fingerprint(state, fingerprint(settings), root)
@@ -56,6 +61,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         index, lock = CodeIndex.open(root, settings=settings, lock=lock), None  # the index releases it
         with index:
             s = index.refresh(progress=progress)
+            s.started_over = started_over
             if s.chunks >= settings.store.hnsw_min_chunks:
                 index.optimize(progress)
             s.upgraded = upgrade_index(root, settings, index.state, progress, store=index.vector_store)

@@ -47,6 +47,7 @@ class IndexSummary:
     duplicates: int = 0
     seconds: float = 0.0
     upgraded: dict = field(default_factory=dict)  # an older index brought up to date: what was done, how many
+    started_over: bool = False  # the index had other model or chunking settings: built again (index_repository)
 
     @property
     def chunks_per_s(self) -> float:
@@ -54,7 +55,7 @@ class IndexSummary:
 
 
 def fingerprint(settings: Settings) -> str:
-    """What the index content depends on: model and chunking. A change needs --rebuild."""
+    """What the index content depends on: model and chunking. A change builds the index again."""
     return json.dumps({"model": str(settings.model_dir()), "chunking": settings.chunking.model_dump(),
                        "window": settings.embedding.window_tokens, "splitter": SPLITTER_VERSION}, sort_keys=True)
 
@@ -321,8 +322,8 @@ def check_fingerprint(state: IndexState, fp: str, root: Path) -> None:
     if built_otherwise(state, fp):
         raise ConfigError(
             f"The index in {index_dir(root)} was built with other model or chunking settings. "
-            f'Run "coderag index --rebuild {root}" to rebuild it with the current ones; the vectors of '
-            "unchanged chunks are reused (stop a running `coderag serve` or `coderag mcp` first).")
+            f'Run "coderag index {root}" to rebuild it with the current ones; the vectors of unchanged '
+            "chunks are reused.")
 
 
 def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progress] = None,

@@ -123,6 +123,26 @@ def test_cli_index_verbose_lists_each_skip_with_reason(runner: CliRunner, tmp_pa
     assert "files:       1 indexed, 6 skipped" in res.output  # symlinks are never in the manifest
 
 
+def test_cli_index_rebuilds_an_index_of_other_settings(runner: CliRunner, tiny_repo: Path, tmp_path: Path) -> None:
+    """A changed chunking setting (or a coderag upgrade with a new splitter): `coderag index` builds the index
+    again and says so, as an owner does, instead of refusing until `--rebuild` is typed."""
+    from coderag.paths import DB_NAME, index_dir
+
+    assert runner.invoke(main, ["index", str(tiny_repo)]).exit_code == 0
+    cfg = tmp_path / "qdrant.yaml"
+    cfg.write_text("chunking:\n  max_tokens: 64\n")
+    res = runner.invoke(main, ["index", "--config", str(cfg), str(tiny_repo)])
+    assert res.exit_code == 0, res.output
+    assert "rebuilt: the index had been built with other model or chunking settings" in res.stdout
+    s = _summary(res.stdout)
+    assert (s["seen"], s["indexed"], s["unchanged"]) == (5, 5, 0)
+    assert not list(index_dir(tiny_repo).glob("previous.db*"))  # the old vectors are gone once it is whole
+    assert (index_dir(tiny_repo) / DB_NAME).is_file()
+    res = runner.invoke(main, ["index", "--config", str(cfg), str(tiny_repo)])
+    assert res.exit_code == 0 and "rebuilt" not in res.stdout, res.output
+    assert _summary(res.stdout)["unchanged"] == 5
+
+
 @pytest.mark.parametrize("yaml_text, key, bad", [
     ("store:\n  mode: foo\n", "store.mode", "'foo'"),
     ("chunking:\n  max_tokens: 4\n", "chunking.max_tokens", "4"),

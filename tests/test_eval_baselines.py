@@ -90,7 +90,7 @@ def test_an_index_of_other_chunking_is_rebuilt_or_refused(tmp_path: Path):
     state.set_meta("fingerprint", '{"splitter": "0"}')  # as if an older splitter had built it
     state.commit()
     state.close()
-    with pytest.raises(ConfigError, match="--rebuild"):
+    with pytest.raises(ConfigError, match='Run "coderag index '):
         prepare_index(root, settings, dense=False, rebuild_stale=False)
     again = prepare_index(root, settings, dense=False)
     assert again["rebuilt"] and again["indexed_now"] == first["indexed_now"] > 0

@@ -66,7 +66,7 @@ def test_fingerprint_refresh_refuses_even_when_nothing_changed(built: Path) -> N
 
     with CodeIndex.open(built, settings=_other_chunking(), create=False) as idx:
         assert not idx.settings_match()
-        with pytest.raises(ConfigError, match=r'coderag index --rebuild'):
+        with pytest.raises(ConfigError, match=r'Run "coderag index '):
             idx.refresh(paths=["README.md"])
     with CodeIndex.open(built, settings=Settings(), create=False) as idx:
         assert idx.settings_match()
