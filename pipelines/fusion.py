@@ -13,7 +13,7 @@ from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, TESTS, file_role
-from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY
+from coderag.nodes.keys import FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
 from coderag.nodes.lexical import identifier_parts
 from coderag.nodes.symbols import chunk_defines, defines_symbol
 from coderag.pipelines.retrievers import DenseRetriever
@@ -96,6 +96,14 @@ def is_report_noise(path: str) -> bool:
             or any(p in ("changelog", "changes", "whatsnew", "release-notes", "changelog.d") for p in parts[:-1]))
 
 
+def is_unnamed_window(metadata: dict) -> bool:
+    """A line window that defines no symbol: a piece of a long data table (an emoji map, a palette, a
+    case-folding switch), of a license or a package's PKG-INFO, of a header's list of declarations. It
+    matches the words of many questions and answers none of them: in the natural-language questions of
+    the tune and held-out splits, 62 such windows reached a top 10 and none was an answer (eval/RESULTS.md)."""
+    return metadata.get(KIND_KEY) == "window" and not metadata.get(SYMBOL_KEY)
+
+
 def _file(nws: NodeWithScore) -> str:
     return nws.node.metadata.get(FILE_PATH_KEY, "")
 
@@ -116,6 +124,7 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                  keyword_boost: float = 0.5, phrase_boost: float = 0.0,
                  definition_boost: float = DEFAULT_DEFINITION_BOOST,
                  tests_docs_weight: float = 1.0, noise_weight: float = 1.0, non_code_weight: float = 1.0,
+                 unnamed_window_weight: float = 1.0,
                  file_evidence: float = 0.0, leg_agreement: bool = True, similarity_top_k: int = 20,
                  prepare: Optional[Callable[[QueryBundle], SearchRequest]] = None) -> None:
         from llama_index.core.llms import MockLLM
@@ -127,6 +136,7 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                          retriever_weights=[weights[name] for name in legs])
         self.legs, self.weights = dict(legs), dict(weights)
         self.tests_docs_weight = tests_docs_weight
+        self.unnamed_window_weight = unnamed_window_weight  # for questions: windows that define nothing
         self.noise_weight = noise_weight  # issue templates, changelogs: what a report matches but never fixes
         self.non_code_weight = non_code_weight  # docs, config and data files, for a report (fixed in code)
         self.file_evidence = file_evidence  # share of a file's other hits added to each of its chunks
@@ -207,7 +217,8 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
 
     def _boosts(self, by_id: Dict[str, NodeWithScore], req: SearchRequest) -> Dict[str, float]:
         """Each candidate's factor from what the request says of it (keywords, a quoted phrase, definitions
-        of the names it spells or a report points at) and from its file (tests and docs, a report's noise)."""
+        of the names it spells or a report points at), from its file (tests and docs, a report's noise) and
+        from what it is (a window that defines nothing)."""
         factor = dict.fromkeys(by_id, 1.0)
         if req.keywords:
             for nid, nws in by_id.items():
@@ -238,12 +249,15 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                     hits = sum(1 for i in idents if chunk_defines(nws.node.metadata, i))
                     factor[nid] *= 1.0 + self.definition_boost * hits / len(idents)
         noise, non_code = (self.noise_weight, self.non_code_weight) if report else (1.0, 1.0)
-        if self.tests_docs_weight != 1.0 or noise != 1.0 or non_code != 1.0:
+        unnamed = 1.0 if report else self.unnamed_window_weight
+        if self.tests_docs_weight != 1.0 or noise != 1.0 or non_code != 1.0 or unnamed != 1.0:
             for nid, nws in by_id.items():
                 m = nws.node.metadata
                 path, language = m.get(FILE_PATH_KEY, ""), m.get(LANGUAGE_KEY, "")
                 if is_tests_or_docs(path, language):
                     factor[nid] *= self.tests_docs_weight
+                if is_unnamed_window(m):
+                    factor[nid] *= unnamed
                 if language in NON_CODE_LANGUAGES:
                     factor[nid] *= non_code
                 if is_report_noise(path):

@@ -1,4 +1,5 @@
-"""The fusion's first place goes to the file both legs put first (WeightedRRFFusionRetriever.fuse)."""
+"""What WeightedRRFFusionRetriever.fuse does beyond RRF, on synthetic leg outputs: the first place goes to the
+file both legs put first; windows that define nothing weigh less for a question."""
 
 from __future__ import annotations
 
@@ -6,22 +7,25 @@ import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from coderag.config import Settings
+from coderag.pipelines.fusion import is_unnamed_window
 from coderag.pipelines.retriever_graph import fusion_of
 from coderag.pipelines.retrievers import DenseRetriever, SparseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, NAMED, SearchRequest
 
 
-def _fusion(agreement: bool = True):
+def _fusion(agreement: bool = True, unnamed: float | None = None):
     settings = Settings()
     settings.retrieval.leg_agreement = agreement
+    if unnamed is not None:
+        settings.retrieval.unnamed_window_weight = unnamed
     return fusion_of(settings, {DENSE: DenseRetriever(None), BM25: SparseRetriever(None),
                                 NAMED: SparseRetriever(None, named_files=True)})
 
 
-def _chunk(path: str, start: int, text: str = "x = 1", symbol: str = "") -> TextNode:
+def _chunk(path: str, start: int, text: str = "x = 1", symbol: str = "", kind: str = "block") -> TextNode:
     return TextNode(id_=f"{path}:{start}", text=text,
                     metadata={"file_path": path, "start_line": start, "end_line": start + 9, "symbol": symbol,
-                              "language": "python"})
+                              "language": "python", "kind": kind})
 
 
 def _leg(*nodes: TextNode) -> list[NodeWithScore]:
@@ -68,3 +72,22 @@ def test_fusion_agreement_needs_both_legs() -> None:
     legs = {BM25: _leg(CORE_B, OTHER, *FILLER)}
     assert _order(_fusion().fuse(legs, SearchRequest("q w e"))) == \
         _order(_fusion(agreement=False).fuse(legs, SearchRequest("q w e")))
+
+
+def test_fusion_a_window_that_defines_nothing_weighs_less_for_a_question() -> None:
+    """A palette table's window (no symbol) that both legs rank first loses the first place to the function
+    both rank second once it weighs 0.7; a window of a function (its symbol set) is not touched."""
+    table = _chunk("rich/_palettes.py", 1, text="(0, 0, 0), (128, 0, 0)", kind="window")
+    func = _chunk("rich/color.py", 500, text="def downgrade(self): ...", symbol="Color.downgrade", kind="window")
+    legs = {DENSE: _leg(table, func, *FILLER), BM25: _leg(table, func, *FILLER)}
+    plain = _fusion(unnamed=1.0).fuse(legs, SearchRequest("map a colour to the nearest palette entry"))
+    damped = _fusion(unnamed=0.7).fuse(legs, SearchRequest("map a colour to the nearest palette entry"))
+    assert _order(plain)[:2] == ["rich/_palettes.py:1", "rich/color.py:500"]
+    assert _order(damped)[0] == "rich/color.py:500"
+    scores = {n.node.node_id: n.score for n in plain}
+    for n in damped:
+        factor = 0.7 if n.node.node_id == "rich/_palettes.py:1" else 1.0
+        assert n.score == pytest.approx(scores[n.node.node_id] * factor)
+    assert Settings().retrieval.unnamed_window_weight == 0.7
+    assert is_unnamed_window(table.metadata) and not is_unnamed_window(func.metadata)
+    assert not is_unnamed_window(_chunk("a.py", 1).metadata)  # a block without symbol (imports, a statement)
