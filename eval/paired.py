@@ -98,7 +98,7 @@ def report(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], 
     keep = [m for m in moves if (split is None or m.split == split) and (kind is None or m.kind == kind)]
     lines = [f"### {variant} {metric}: {len(keep)} queries moved", "",
              "| split | kind | n | before | after | wins | losses | sign test p |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for (s, k), (n, x, y) in sorted(sums.items(), key=lambda kv: (kv[0][0] == "all", kv[0])):
+    for (s, k), (n, x, y) in sorted(sums.items(), key=lambda kv: (kv[0][0] == "all", kv[0][0], kv[0][1] == "all", kv[0][1])):
         if (split and s != split) or (kind and k != kind):
             continue
         group = [m for m in moves if s in ("all", m.split) and k in ("all", m.kind)]
