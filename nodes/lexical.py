@@ -22,6 +22,14 @@ BM25_B = 0.75
 DEFAULT_AVG_DOC_TERMS = 120.0
 DEFAULT_STEM_CACHE_SIZE = 200_000  # distinct words: a large repository's vocabulary, a few tens of MB at most
 
+# The English stop words of Lucene's classic analyzer (also bm25s' list). A question's function words are not
+# searched: in code they occur in comments and prose alone, so "the", "of" and "with" pulled READMEs, PKG-INFO
+# and comment-heavy chunks up for every question (eval/RESULTS.md, session 12). Documents keep them, as does
+# a query shorter than QUESTION_MIN_WORDS ("is empty", "for each"), where they may be what is asked.
+STOP_WORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then "
+                       "there these they this to was will with".split())
+QUESTION_MIN_WORDS = 4
+
 
 def identifier_parts(name: str) -> list[str]:
     """`getUserById` -> ["get", "User", "By", "Id"]; `user_id` -> ["user", "id"] (case kept)."""
@@ -46,6 +54,7 @@ class CodeAnalyzer:
 
         # An identifier's parts repeat across a repository: the cache saves most stemmer calls.
         self.stem = functools.lru_cache(maxsize=stem_cache_size)(Stemmer.Stemmer("english").stemWord)
+        self._stops: frozenset[str] | None = None
 
     def terms(self, text: str) -> list[str]:
         """Lower-cased terms: every compound identifier whole, plus its camelCase/snake_case/digit parts, stemmed."""
@@ -69,9 +78,19 @@ class CodeAnalyzer:
         return ids, [counts[i] * (BM25_K1 + 1) / (counts[i] + norm) for i in ids]
 
     def query_sparse(self, text: str) -> tuple[list[int], list[float]]:
-        """Each distinct query term once, weight 1."""
-        ids = sorted({term_id(t) for t in self.terms(text)})
+        """Each distinct query term once, weight 1; a question's stop words left out (STOP_WORDS)."""
+        terms = self.terms(text)
+        if len(text.split()) >= QUESTION_MIN_WORDS:
+            stop = self._stop_terms()
+            terms = [t for t in terms if t not in stop]
+        ids = sorted({term_id(t) for t in terms})
         return ids, [1.0] * len(ids)
+
+    def _stop_terms(self) -> frozenset[str]:
+        """STOP_WORDS as `terms` writes them (stemmed: "was" is "wa")."""
+        if self._stops is None:
+            self._stops = STOP_WORDS | {self.stem(w) for w in STOP_WORDS}
+        return self._stops
 
 
 @functools.cache

@@ -66,3 +66,16 @@ def test_lexical_analyzers_share_nothing_and_agree() -> None:
     assert one.stem.cache_info().currsize > 4 and two.stem.cache_info().currsize == 4
     one.stem.cache_clear()
     assert two.stem.cache_info().currsize == 4 and one.terms("retries") == ["retri"]
+
+
+def test_lexical_a_question_searches_no_stop_words() -> None:
+    """A question of four words or more searches its content words only: its "the", "of" and "with" would
+    match the comments and prose of every file. A shorter query keeps them, and documents always do."""
+    a = CodeAnalyzer()
+    question = "how many columns of the terminal does this text take"
+    assert a.query_sparse(question) == a.query_sparse("how many columns terminal does text take")
+    assert term_id("the") not in a.query_sparse(question)[0]
+    assert term_id("the") in a.query_sparse("the end")[0]  # three words or fewer: as typed
+    assert term_id("is") in a.query_sparse("is_empty")[0]  # a name: its parts as they are
+    assert "the" in a.terms(question) and term_id("the") in a.doc_sparse(question)[0]
+    assert term_id("is_empty") in a.query_sparse("check whether the is_empty flag is set")[0]  # identifiers stay whole

@@ -146,7 +146,7 @@ def test_retrievers_sparse_scores_code_aware_terms(index) -> None:
 
 
 def test_retrievers_sparse_boost_terms(index) -> None:
-    q = "how many seconds to wait"
+    q = "seconds to wait before retrying"
     plain = [_key(n) for n in SparseRetriever(index.vector_store, 10).retrieve(q)]
     boosted = [_key(n) for n in SparseRetriever(index.vector_store, 10).retrieve(SearchRequest(q, keywords=["wait_time"]))]
     target = ("src/net/rate_limiter.py", "TokenBucketRateLimiter.wait_time")
