@@ -83,7 +83,7 @@ class RetrievalSettings(_Section):
     cut_ratio: float = Field(default=0.3, ge=0.0, le=1.0, description="Dynamic cut: drop results below this x best score (0 = off).")
     keyword_boost: float = Field(default=0.5, ge=0.0, description="Score boost for results containing the keywords.")
     phrase_boost: float = Field(default=1.5, ge=0.0, description="Score boost for results that contain a sentence-like query word for word (a docstring or an error message quoted).")
-    tests_docs_weight: float = Field(default=0.9, ge=0.0, le=2.0, description="Score factor for tests, docs and plain text (1 = no preference for source code).")
+    tests_docs_weight: float = Field(default=0.6, ge=0.0, le=2.0, description="Score factor for tests, docs and plain text (1 = no preference for source code).")
     freshness_max_files: int = Field(default=8, ge=0, description="Changed files re-indexed before answering; more are marked stale.")
     read_queries: bool = Field(default=True, description="Read long queries (bug reports) before searching: each leg gets the part it is good at (nodes/query_reader.py).")
     named_files_weight: float = Field(default=1.0, ge=0.0, description="RRF weight of the leg that searches the files a long query names (traceback frames, paths).")
