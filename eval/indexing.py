@@ -39,13 +39,13 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
     of the same repository, whose embedding caches are copied in first (the snapshots of one repository
     share most chunks: each is then embedded once, not once per snapshot). Returns what was done, for the
     run's meta."""
-    from coderag.errors import ConfigError
     from coderag.lock import WriterLock
     from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
     from coderag.pipelines.code_index import CodeIndex
-    from coderag.pipelines.ingestion import built_otherwise, fingerprint
+    from coderag.pipelines.index_repository import start_over_if_stale
+    from coderag.pipelines.ingestion import check_fingerprint, fingerprint
     from coderag.pipelines.migrations import upgrade_index
-    from coderag.store.previous_cache import forget, set_aside
+    from coderag.store.previous_cache import forget
     from coderag.store.state import STATUS_SPARSE, IndexState
 
     t0 = time.perf_counter()
@@ -53,14 +53,15 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
     idx = ensure_index_dir(root)
     lock = WriterLock(idx / LOCK_NAME).acquire(wait=wait)
     try:
-        state = IndexState(idx / DB_NAME)
-        rebuilt = built_otherwise(state, fingerprint(settings))
-        state.close()
-        if rebuilt and not rebuild_stale:
-            raise ConfigError(f"The index in {idx} was built with other model or chunking settings. "
-                              f'Run "coderag index {root}" to rebuild it with the current ones.')
-        if rebuilt:  # an eval scores the code as it is: an index of other chunking would score other chunks
-            set_aside(idx)  # ...from the vectors it had (most chunks are made again as they were)
+        # An eval scores the code as it is: an index of other chunking would score other chunks. It is set
+        # aside and built again from the vectors it had (most chunks are made again as they were).
+        rebuilt = rebuild_stale and start_over_if_stale(idx, settings)
+        if not rebuild_stale:
+            state = IndexState(idx / DB_NAME)
+            try:
+                check_fingerprint(state, fingerprint(settings), root)
+            finally:
+                state.close()
         index, lock = CodeIndex.open(root, settings=settings, lock=lock), None  # the index releases it
     finally:
         if lock is not None:

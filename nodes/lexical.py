@@ -54,7 +54,8 @@ class CodeAnalyzer:
 
         # An identifier's parts repeat across a repository: the cache saves most stemmer calls.
         self.stem = functools.lru_cache(maxsize=stem_cache_size)(Stemmer.Stemmer("english").stemWord)
-        self._stops: frozenset[str] | None = None
+        # STOP_WORDS as `terms` writes them (stemmed, should a stem differ from its word).
+        self._stop_terms = STOP_WORDS | {self.stem(w) for w in STOP_WORDS}
 
     def terms(self, text: str) -> list[str]:
         """Lower-cased terms: every compound identifier whole, plus its camelCase/snake_case/digit parts, stemmed."""
@@ -81,16 +82,9 @@ class CodeAnalyzer:
         """Each distinct query term once, weight 1; a question's stop words left out (STOP_WORDS)."""
         terms = self.terms(text)
         if len(text.split()) >= QUESTION_MIN_WORDS:
-            stop = self._stop_terms()
-            terms = [t for t in terms if t not in stop]
+            terms = [t for t in terms if t not in self._stop_terms]
         ids = sorted({term_id(t) for t in terms})
         return ids, [1.0] * len(ids)
-
-    def _stop_terms(self) -> frozenset[str]:
-        """STOP_WORDS as `terms` writes them (stemmed: "was" is "wa")."""
-        if self._stops is None:
-            self._stops = STOP_WORDS | {self.stem(w) for w in STOP_WORDS}
-        return self._stops
 
 
 @functools.cache

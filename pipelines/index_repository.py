@@ -74,10 +74,10 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
 
 
 def start_over_if_stale(idx: Path, settings: Settings) -> bool:
-    """For an owner (`coderag mcp`, `serve`) about to open index folder `idx`, which it holds the writer lock
-    of: an index built with another model or chunking (an upgrade of coderag, a changed setting) is set
-    aside to be rebuilt, as `coderag index --rebuild` does, from its own vectors (previous_cache.py), rather
-    than refused at every update. Returns whether it was."""
+    """For whoever holds the writer lock of index folder `idx` and is about to build into it (`coderag index`,
+    an owner: `coderag mcp`, `serve`; the eval): an index built with another model or chunking (an upgrade
+    of coderag, a changed setting) is set aside to be rebuilt, as `coderag index --rebuild` does, from its
+    own vectors (previous_cache.py), rather than refused at every update. Returns whether it was."""
     from coderag.pipelines.ingestion import built_otherwise, fingerprint
     from coderag.store.previous_cache import set_aside
 
