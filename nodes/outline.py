@@ -110,11 +110,28 @@ def _as_definition(node, grammar: Grammar, src: bytes):
     if t in grammar.variable_declarations:
         for decl in node.named_children:
             value = decl.child_by_field_name("value")
-            if decl.type == "variable_declarator" and value is not None and value.type in _FUNCTION_VALUE_TYPES:
-                name = decl.child_by_field_name("name")
-                return (value, _FUNCTION_VALUE_TYPES[value.type], _text(name, src) if name is not None else "<anonymous>",
-                        value.child_by_field_name("body"))
+            if decl.type != "variable_declarator" or value is None:
+                continue
+            name = decl.child_by_field_name("name")
+            name = _text(name, src) if name is not None else "<anonymous>"
+            if value.type in _FUNCTION_VALUE_TYPES:
+                return value, _FUNCTION_VALUE_TYPES[value.type], name, value.child_by_field_name("body")
+            wrapped = _wrapped_function(value)
+            if wrapped is not None:
+                return value, "function", name, wrapped.child_by_field_name("body")
     return None
+
+
+def _wrapped_function(value):
+    """The function a call or `new` wraps, as in `const $ZodObject = core.$constructor("$ZodObject", (inst, def)
+    => {...})`, `const Button = forwardRef((props, ref) => ...)` or `const EMPTY = new Observable((s) => ...)`:
+    the constant is defined by that function's body (its longest function argument), or None."""
+    if value.type not in ("call_expression", "new_expression"):
+        return None
+    args = value.child_by_field_name("arguments")
+    funcs = [a for a in (args.named_children if args is not None else [])
+             if _FUNCTION_VALUE_TYPES.get(a.type) == "function"]
+    return max(funcs, key=lambda f: f.end_point[0] - f.start_point[0], default=None)
 
 
 def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_kind: str | None) -> list[Item]:

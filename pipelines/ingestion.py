@@ -23,7 +23,8 @@ from coderag.store.previous_cache import embedding_cache
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE,
                                  STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
 
-SPLITTER_VERSION = "3"  # 2: small siblings merged (chunking.min_tokens); 3: TypeScript overload signatures
+SPLITTER_VERSION = "4"  # 2: small siblings merged (chunking.min_tokens); 3: TypeScript overload signatures;
+# 4: JS/TS constants defined by a wrapped function (`const X = make("X", (a) => {...})`)
 BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024
 FILE_CLASSES_KEY = "file_classes"  # meta: the file-class rules the indexed files were last checked under

@@ -1101,3 +1101,47 @@ def test_code_splitter_typescript_overload_signatures_define_their_function(tmp_
     assert chunk_symbols(meta).count("schedule") == 1
     body = [n for n in leaves if n.metadata["kind"] == "function"]
     assert [n.metadata["symbol"] for n in body] == ["schedule"] and "setTimeout" in body[0].text
+
+
+WRAPPED_TS = """\
+import * as core from "./core";
+
+/** An object schema: each key of the shape parses its own value. */
+export const $ZodObject: core.$constructor<$ZodObject> = /*@__PURE__*/ core.$constructor("$ZodObject", (inst, def) => {
+  $ZodType.init(inst, def);
+  const shape = def.shape;
+  inst._zod.parse = (payload, ctx) => {
+    const input = payload.value;
+    for (const key of Object.keys(shape)) {
+      const result = shape[key]._zod.run({ value: input[key], issues: [] }, ctx);
+      payload.value[key] = result.value;
+    }
+    return payload;
+  };
+});
+
+export const EMPTY = new Observable<never>((subscriber) => subscriber.complete());
+
+const limit = 10;
+"""
+
+
+def test_code_splitter_typescript_constant_defined_by_a_wrapped_function(tmp_path, tokenizer_path) -> None:
+    """`const $ZodObject = core.$constructor("$ZodObject", (inst, def) => {...})` is how zod defines every
+    schema type (and `forwardRef(...)`, `new Observable(...)` others): the constant is a definition, its
+    comment above included, not a symbol-less block, so a search for the name ranks it as one and its
+    breadcrumb names it. A plain constant stays what it was."""
+    root = write_files(tmp_path / "repo", {"src/schemas.ts": WRAPPED_TS})
+    nodes = CodeHierarchySplitter(tokenizer_path=tokenizer_path).split_document(_document(root, "src/schemas.ts"))
+    leaves = [n for n in nodes if not n.child_nodes]
+    lines = WRAPPED_TS.split("\n")
+    doc = next(i for i, ln in enumerate(lines, 1) if ln.startswith("/** An object schema"))
+    end = next(i for i, ln in enumerate(lines, 1) if ln == "});")
+    obj = [n for n in nodes if n.metadata["symbol"] == "$ZodObject"]
+    assert obj and obj[0].metadata["kind"] == "function", [n.metadata for n in nodes]
+    assert (obj[0].metadata["start_line"], obj[0].metadata["end_line"]) == (doc, end)
+    assert chunk_defines(obj[0].metadata, "$ZodObject")
+    empty = next(i for i, ln in enumerate(lines, 1) if ln.startswith("export const EMPTY"))
+    holding = [n for n in leaves if n.metadata["start_line"] <= empty <= n.metadata["end_line"]]
+    assert len(holding) == 1 and chunk_defines(holding[0].metadata, "EMPTY"), holding[0].metadata
+    assert not any(chunk_defines(n.metadata, "limit") for n in leaves)
