@@ -61,6 +61,20 @@ def docstring_queries(root: Path, limit: int) -> list[tuple[str, Span]]:
     return unique[::max(1, len(unique) // limit)][:limit]
 
 
+def report(root: Path, settings, queries: list[tuple[str, list[Span]]]) -> None:
+    """Print METRICS of `full` and of each leg alone (no auto-merge, no merging) over `queries`."""
+    variants = {"full": {}, "bm25": dict(retriever="bm25", auto_merge=False, merge_adjacent=False),
+                "dense": dict(retriever="dense", auto_merge=False, merge_adjacent=False)}
+    print(f"{'variant':8} " + " ".join(f"{m:>10}" for m in METRICS))
+    with CodeIndex.open(root, settings=settings, create=False) as index:
+        for name, options in variants.items():
+            scores = []
+            for query, gold in queries:
+                res = index.search(query, **options)
+                scores.append(score_ranking([Result.block(r.file_path, r.start_line, r.end_line) for r in res], gold))
+            print(f"{name:8} " + " ".join(f"{sum(s[m] for s in scores) / len(scores):>10.3f}" for m in METRICS))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("root", type=Path)
@@ -71,18 +85,8 @@ def main() -> None:
     root = args.root.resolve()
     queries = docstring_queries(root, args.limit)
     print(f"{root}: {len(queries)} docstring-sentence queries")
-    settings = apply_overrides(load_settings(root), parse_overrides(args.set))
-    variants = {"full": {}, "bm25": dict(retriever="bm25", auto_merge=False, merge_adjacent=False),
-                "dense": dict(retriever="dense", auto_merge=False, merge_adjacent=False)}
-    print(f"{'variant':8} " + " ".join(f"{m:>10}" for m in METRICS))
-    with CodeIndex.open(root, settings=settings, create=False) as index:
-        for name, options in variants.items():
-            scores = []
-            for sentence, gold in queries:
-                res = index.search(sentence, **options)
-                scores.append(score_ranking([Result.block(r.file_path, r.start_line, r.end_line) for r in res],
-                                            [gold]))
-            print(f"{name:8} " + " ".join(f"{sum(s[m] for s in scores) / len(scores):>10.3f}" for m in METRICS))
+    report(root, apply_overrides(load_settings(root), parse_overrides(args.set)),
+           [(sentence, [gold]) for sentence, gold in queries])
 
 
 if __name__ == "__main__":

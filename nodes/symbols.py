@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Mapping
 
@@ -48,3 +49,27 @@ def defines_symbol(symbol: str, identifier: str) -> bool:
 def chunk_defines(metadata: Mapping, identifier: str) -> bool:
     """True if the chunk with this metadata holds a definition of `identifier`."""
     return any(defines_symbol(s, identifier) for s in chunk_symbols(metadata))
+
+
+# A line at column 0 that gives `name` its value: a module's constant or variable (`NAME = ...`, `NAME: T = ...`),
+# a JS/TS/Go/Rust `const`/`let`/`var`/`static` (exported or `pub` too), a C `#define`.
+_ASSIGNMENT = (r"^(?:export\s+)?(?:(?:pub(?:\([^)\n]*\))?\s+)?(?:const|let|var|static)\s+(?:mut\s+)?)?{name}"
+               r"\s*(?::[^=\n]*)?=(?!=)|^#[ \t]*define[ \t]+{name}\b")
+
+
+@functools.lru_cache(maxsize=512)
+def _assignment_of(name: str) -> re.Pattern:
+    return re.compile(_ASSIGNMENT.format(name=re.escape(name)), re.M)
+
+
+def assigns_at_top_level(text: str, name: str) -> bool:
+    r"""True if a line of `text` starting at column 0 assigns the plain name `name` (no dots): the definition
+    of a constant, which the splitter does not make a symbol of (module-level code is a block or a window).
+    Indented lines, a function's locals and a class's attributes, do not count.
+
+    >>> assigns_at_top_level("DEFAULT_STYLES: Dict[str, Style] = {", "DEFAULT_STYLES")
+    True
+    >>> assigns_at_top_level("    if WINDOWS == x:\nprint(WINDOWS)", "WINDOWS")
+    False
+    """
+    return "." not in name and name in text and _assignment_of(name).search(text) is not None

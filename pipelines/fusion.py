@@ -15,12 +15,18 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, TESTS, file_role
 from coderag.nodes.keys import FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
 from coderag.nodes.lexical import identifier_parts
-from coderag.nodes.symbols import chunk_defines, defines_symbol
+from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, defines_symbol
 from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
 
 DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
 DEFAULT_DEFINITION_BOOST = 0.5
+# A query that is one name (`DEFAULT_STYLES`, `LruCache.get`) asks for its definition. Under weighted RRF (dense
+# 1.25, BM25 1.0) a chunk both legs rank first scores 2.25x one that BM25 alone ranks first, and the dense leg
+# rarely finds a constant's assignment (its breadcrumb names no symbol), so the definition's factor must beat
+# 2.25: x2.5, the phrase boost's arithmetic (eval/RESULTS.md, session 13). Sentences keep DEFAULT_DEFINITION_BOOST:
+# at 1.5 for every query, bug reports and questions that mention names lost R@1 (0 / 4).
+NAME_QUERY_DEFINITION_BOOST = 1.5
 _QUERY_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _MEMBER_SEPARATOR = re.compile(r"(?<=[A-Za-z0-9_>])(?:::|->|#)(?=[A-Za-z_])")
 
@@ -102,6 +108,11 @@ def is_unnamed_window(metadata: dict) -> bool:
     matches the words of many questions and answers none of them: in the natural-language questions of
     the tune and held-out splits, 62 such windows reached a top 10 and none was an answer (eval/RESULTS.md)."""
     return metadata.get(KIND_KEY) == "window" and not metadata.get(SYMBOL_KEY)
+
+
+def _defines(nws: NodeWithScore, name: str) -> bool:
+    """True if the chunk defines `name`: one of its symbols, or a constant it assigns at the top level."""
+    return chunk_defines(nws.node.metadata, name) or assigns_at_top_level(nws.node.get_content(), name)
 
 
 def _file(nws: NodeWithScore) -> str:
@@ -238,16 +249,18 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
             # telling name it defines (1, 1/2, 1/3 ... of `definition_boost`).
             names = req.reading.definitions
             for nid, nws in by_id.items():
-                meta = nws.node.metadata
-                rank = next((i for i, name in enumerate(names) if chunk_defines(meta, name)), None)
+                rank = next((i for i, name in enumerate(names) if _defines(nws, name)), None)
                 if rank is not None:
                     factor[nid] *= 1.0 + self.definition_boost / (rank + 1)
         else:
             idents = query_identifiers(req.query_str)
-            if idents and self.definition_boost:
+            boost = self.definition_boost
+            if idents == [req.query_str.strip()] and boost:
+                boost = max(boost, NAME_QUERY_DEFINITION_BOOST)  # the query is a name: its definition comes first
+            if idents and boost:
                 for nid, nws in by_id.items():
-                    hits = sum(1 for i in idents if chunk_defines(nws.node.metadata, i))
-                    factor[nid] *= 1.0 + self.definition_boost * hits / len(idents)
+                    hits = sum(1 for i in idents if _defines(nws, i))
+                    factor[nid] *= 1.0 + boost * hits / len(idents)
         noise, non_code = (self.noise_weight, self.non_code_weight) if report else (1.0, 1.0)
         unnamed = 1.0 if report else self.unnamed_window_weight
         if self.tests_docs_weight != 1.0 or noise != 1.0 or non_code != 1.0 or unnamed != 1.0:

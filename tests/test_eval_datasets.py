@@ -314,3 +314,16 @@ def test_docstring_queries_take_unique_first_sentences_with_their_definitions(tm
     })
     assert docstring_queries(root, 10) == [("Pay the invoice of one customer today.", Span("pkg/a.py", 1, 4)),
                                            ("Keep every payment of the shop in order.", Span("pkg/b.py", 1, 8))]
+
+
+def test_constant_queries_take_module_constants_one_file_assigns(tmp_path) -> None:
+    from coderag.eval.constant_queries import constant_queries
+    from coderag.eval.metrics import Span
+
+    root = write_files(tmp_path / "repo", {
+        "pkg/a.py": 'import sys\nDEFAULT_STYLES: dict = {\n    "a": 1,\n}\nWINDOWS = sys.platform == "win32"\n'
+                    'logger = None\nif WINDOWS:\n    SEP = "\\\\"\n\n\ndef f():\n    LOCAL_NAME = 1\n',
+        "pkg/b.py": 'WINDOWS = False\nMAX_RETRIES = 3\nMAX_RETRIES = 4\n',
+    })
+    assert constant_queries(root, 10) == [("DEFAULT_STYLES", Span("pkg/a.py", 2, 4)),
+                                          ("MAX_RETRIES", Span("pkg/b.py", 2, 2))]

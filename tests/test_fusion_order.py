@@ -91,3 +91,30 @@ def test_fusion_a_window_that_defines_nothing_weighs_less_for_a_question() -> No
     assert Settings().retrieval.unnamed_window_weight == 0.7
     assert is_unnamed_window(table.metadata) and not is_unnamed_window(func.metadata)
     assert not is_unnamed_window(_chunk("a.py", 1).metadata)  # a block without symbol (imports, a statement)
+
+
+# A constant's assignment (module-level code: no symbol) that BM25 ranks third, below a function's local of the
+# same name, and a chunk using the name that both legs rank first.
+ASSIGNMENT = _chunk("src/defaults.py", 1, text='"""Defaults."""\nDEFAULT_TIMEOUT_SECONDS: int = 30\n')
+USAGE = _chunk("src/client.py", 40, text="    def get(self):\n        return fetch(timeout=DEFAULT_TIMEOUT_SECONDS)\n",
+               symbol="Client.get", kind="method")
+LOCAL = _chunk("src/other.py", 1, text="def f():\n    DEFAULT_TIMEOUT_SECONDS = 5\n", symbol="f", kind="function")
+NAME_LEGS = {DENSE: _leg(USAGE, *FILLER), BM25: _leg(USAGE, LOCAL, ASSIGNMENT, *FILLER)}
+
+
+def test_fusion_a_query_that_is_a_name_puts_the_constant_it_assigns_first() -> None:
+    """A query that is one name asks for its definition: the line that assigns a constant at the top level
+    defines it (the splitter gives module-level code no symbol), and its factor outweighs the 2.25x that
+    a chunk both legs rank first has over one that only BM25 finds. A local of the same name is no definition."""
+    fused = _fusion().fuse(NAME_LEGS, SearchRequest("DEFAULT_TIMEOUT_SECONDS"))
+    assert _order(fused)[:2] == ["src/defaults.py:1", "src/client.py:40"]
+    assert _order(fused).index("src/other.py:1") > 2
+
+
+def test_fusion_a_sentence_naming_a_constant_keeps_the_plain_definition_boost() -> None:
+    """In a sentence the name is one clue among others: the assignment gains the plain definition boost (it
+    passes the local), which does not outweigh both legs' first place."""
+    fused = _fusion().fuse(NAME_LEGS, SearchRequest("why does DEFAULT_TIMEOUT_SECONDS wait thirty seconds"))
+    order = _order(fused)
+    assert order[0] == "src/client.py:40"
+    assert order.index("src/defaults.py:1") < order.index("src/other.py:1")

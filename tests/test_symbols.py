@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coderag.nodes.symbols import chunk_defines, chunk_symbols
+from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, chunk_symbols
 
 MERGED = {"symbol": "LruCache.get, LruCache.put, LruCache.peek, ...",
           "symbols": ["LruCache", "LruCache.get", "LruCache.put", "LruCache.peek", "LruCache.clear"]}
@@ -38,3 +38,21 @@ def test_chunk_symbols_of_plain_and_merged_chunks() -> None:
 ])
 def test_chunk_defines_ignores_generic_arguments(symbol, identifier, expected) -> None:
     assert chunk_defines({"symbol": symbol}, identifier) is expected
+
+
+@pytest.mark.parametrize("text, name, expected", [
+    ("DEFAULT_STYLES: Dict[str, Style] = {\n", "DEFAULT_STYLES", True),  # Python, annotated
+    ("import sys\nWINDOWS = sys.platform == 'win32'\n", "WINDOWS", True),
+    ("export const MAX_RETRIES = 3;\n", "MAX_RETRIES", True),  # JS/TS
+    ("const routes: Record<string, Route> = {\n", "routes", True),
+    ("pub(crate) static mut COUNTER: usize = 0;\n", "COUNTER", True),  # Rust
+    ("var ErrClosed = errors.New(\"closed\")\n", "ErrClosed", True),  # Go
+    ("#define CMARK_OPT_SMART (1 << 10)\n", "CMARK_OPT_SMART", True),  # C
+    ("def f():\n    WINDOWS = False\n", "WINDOWS", False),  # a local
+    ("if WINDOWS == True:\n    pass\n", "WINDOWS", False),  # a comparison
+    ("MAX_RETRIES_TOTAL = 9\n", "MAX_RETRIES", False),  # another name that starts alike
+    ("retry(MAX_RETRIES=3)\n", "MAX_RETRIES", False),  # a keyword argument
+    ("Config.TIMEOUT = 3\n", "Config.TIMEOUT", False),  # dotted names are symbols' business
+])
+def test_symbols_assigns_at_top_level(text, name, expected) -> None:
+    assert assigns_at_top_level(text, name) is expected
