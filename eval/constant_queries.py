@@ -9,7 +9,7 @@ Scored as eval/docstring_queries.py scores its queries: `full` and each leg alon
 Usage::
 
     coderag index PATH                      # the repository must be indexed (with vectors)
-    python eval/constant_queries.py PATH [--limit 150] [--set retrieval.definition_boost=0]
+    python eval/constant_queries.py PATH [--limit 150] [--ask "where is {} defined"] [--set retrieval.KEY=VALUE]
 """
 
 from __future__ import annotations
@@ -52,14 +52,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("root", type=Path)
     ap.add_argument("--limit", type=int, default=150)
+    ap.add_argument("--ask", default="{}", metavar="TEMPLATE",
+                    help='how the query asks for the name, e.g. "where is {} defined" (default: the name alone)')
     ap.add_argument("--set", action="append", default=[], metavar="retrieval.KEY=VALUE",
                     help="a retrieval setting for every variant (repeatable)")
     args = ap.parse_args()
     root = args.root.resolve()
     queries = constant_queries(root, args.limit)
-    print(f"{root}: {len(queries)} constant-name queries")
+    print(f"{root}: {len(queries)} constant-name queries, asked as {args.ask!r}")
     report(root, apply_overrides(load_settings(root), parse_overrides(args.set)),
-           [(name, [gold]) for name, gold in queries])
+           [(args.ask.format(name), [gold]) for name, gold in queries])
 
 
 if __name__ == "__main__":

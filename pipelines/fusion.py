@@ -21,11 +21,11 @@ from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_requ
 
 DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
 DEFAULT_DEFINITION_BOOST = 0.5
-# A query that is one name (`DEFAULT_STYLES`, `LruCache.get`) asks for its definition. Under weighted RRF (dense
-# 1.25, BM25 1.0) a chunk both legs rank first scores 2.25x one that BM25 alone ranks first, and the dense leg
-# rarely finds a constant's assignment (its breadcrumb names no symbol), so the definition's factor must beat
-# 2.25: x2.5, the phrase boost's arithmetic (eval/RESULTS.md, session 13). Sentences keep DEFAULT_DEFINITION_BOOST:
-# at 1.5 for every query, bug reports and questions that mention names lost R@1 (0 / 4).
+# A query that is one name (`DEFAULT_STYLES`, "where is MAX_RETRIES defined") asks for its definition. Under
+# weighted RRF (dense 1.25, BM25 1.0) a chunk both legs rank first scores 2.25x one that BM25 alone ranks first,
+# and the dense leg rarely finds a constant's assignment (its breadcrumb names no symbol), so the definition's
+# factor must beat 2.25: x2.5, the phrase boost's arithmetic (eval/RESULTS.md, session 13). Other queries keep
+# DEFAULT_DEFINITION_BOOST: at 1.5 for every query, bug reports and questions naming names lost R@1 (0 / 4).
 NAME_QUERY_DEFINITION_BOOST = 1.5
 _QUERY_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _MEMBER_SEPARATOR = re.compile(r"(?<=[A-Za-z0-9_>])(?:::|->|#)(?=[A-Za-z_])")
@@ -48,6 +48,26 @@ def query_identifiers(query: str) -> list[str]:
         return tokens
     return [t for t in dict.fromkeys(tokens)
             if "." in t or sum(1 for p in identifier_parts(t) if not p.isdigit()) > 1]
+
+
+# Words a query may hold beside one name and still only ask where that name is defined.
+_DEFINITION_WORDS = frozenset("where is are the a an of for in to find show me what which whats defined define "
+                              "definition declared declare declaration assigned set implemented implementation "
+                              "located file class function method constant variable type struct enum def fn".split())
+
+
+def asks_for_definition(query: str, idents: list[str]) -> bool:
+    """True if the query is one name, alone or with words that only ask where it is defined.
+
+    >>> asks_for_definition("where is MAX_RETRIES defined", ["MAX_RETRIES"])
+    True
+    >>> asks_for_definition("why does MAX_RETRIES stop at 3", ["MAX_RETRIES"])
+    False
+    """
+    if len(idents) != 1:
+        return False
+    rest = _MEMBER_SEPARATOR.sub(".", query).replace(idents[0], " ")
+    return all(w in _DEFINITION_WORDS for w in re.findall(r"[A-Za-z0-9_]+", rest.lower()))
 
 
 PHRASE_MIN_WORDS = 4  # shorter queries are names or keywords: found word for word everywhere they are used
@@ -255,8 +275,8 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         else:
             idents = query_identifiers(req.query_str)
             boost = self.definition_boost
-            if idents == [req.query_str.strip()] and boost:
-                boost = max(boost, NAME_QUERY_DEFINITION_BOOST)  # the query is a name: its definition comes first
+            if boost and asks_for_definition(req.query_str, idents):
+                boost = max(boost, NAME_QUERY_DEFINITION_BOOST)
             if idents and boost:
                 for nid, nws in by_id.items():
                     hits = sum(1 for i in idents if _defines(nws, i))

@@ -102,11 +102,14 @@ LOCAL = _chunk("src/other.py", 1, text="def f():\n    DEFAULT_TIMEOUT_SECONDS = 
 NAME_LEGS = {DENSE: _leg(USAGE, *FILLER), BM25: _leg(USAGE, LOCAL, ASSIGNMENT, *FILLER)}
 
 
-def test_fusion_a_query_that_is_a_name_puts_the_constant_it_assigns_first() -> None:
-    """A query that is one name asks for its definition: the line that assigns a constant at the top level
-    defines it (the splitter gives module-level code no symbol), and its factor outweighs the 2.25x that
-    a chunk both legs rank first has over one that only BM25 finds. A local of the same name is no definition."""
-    fused = _fusion().fuse(NAME_LEGS, SearchRequest("DEFAULT_TIMEOUT_SECONDS"))
+@pytest.mark.parametrize("query", ["DEFAULT_TIMEOUT_SECONDS", "where is DEFAULT_TIMEOUT_SECONDS defined",
+                                   "definition of the DEFAULT_TIMEOUT_SECONDS constant"])
+def test_fusion_a_query_that_is_a_name_puts_the_constant_it_assigns_first(query) -> None:
+    """A query that is one name (alone, or with words that only ask where it is defined) asks for its
+    definition: the line that assigns a constant at the top level defines it (the splitter gives module-level
+    code no symbol), and its factor outweighs the 2.25x that a chunk both legs rank first has over one that
+    only BM25 finds. A local of the same name is no definition."""
+    fused = _fusion().fuse(NAME_LEGS, SearchRequest(query))
     assert _order(fused)[:2] == ["src/defaults.py:1", "src/client.py:40"]
     assert _order(fused).index("src/other.py:1") > 2
 
