@@ -1,5 +1,6 @@
 """Fusion of the legs: weighted reciprocal rank fusion plus the evidence a query and its candidates give
-(keywords, definitions of the names it spells, tests and docs, a report's noise, file-level evidence)."""
+(keywords, definitions of the names it spells or the uses of the one it asks about, tests and docs, a
+report's noise, file-level evidence)."""
 
 from __future__ import annotations
 
@@ -14,62 +15,20 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, TESTS, file_role
 from coderag.nodes.keys import FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
-from coderag.nodes.lexical import identifier_parts
+from coderag.nodes.query_names import asks_for_definition, asks_for_usages, query_identifiers, uses_name
 from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, defines_symbol
 from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
 
 DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
 DEFAULT_DEFINITION_BOOST = 0.5
-# A query that is one name (`DEFAULT_STYLES`, "where is MAX_RETRIES defined") asks for its definition. Under
-# weighted RRF (dense 1.25, BM25 1.0) a chunk both legs rank first scores 2.25x one that BM25 alone ranks first,
-# and the dense leg rarely finds a constant's assignment (its breadcrumb names no symbol), so the definition's
-# factor must beat 2.25: x2.5, the phrase boost's arithmetic (eval/RESULTS.md, session 13). Other queries keep
-# DEFAULT_DEFINITION_BOOST: at 1.5 for every query, bug reports and questions naming names lost R@1 (0 / 4).
-NAME_QUERY_DEFINITION_BOOST = 1.5
-_QUERY_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_MEMBER_SEPARATOR = re.compile(r"(?<=[A-Za-z0-9_>])(?:::|->|#)(?=[A-Za-z_])")
-
-
-def query_identifiers(query: str) -> list[str]:
-    """Identifiers the query spells out: compound names (`getUserById`, `get_user_by_id`, `LruCache.get`),
-    or the whole query when it is one name. Plain words of a sentence are not identifiers.
-
-    >>> query_identifiers("where is getUserById called"), query_identifiers("retry after login")
-    (['getUserById'], [])
-
-    Other languages' member separators read as dots, as symbols are stored: `RecursionGuard::new` (Rust,
-    C++, PHP), `Array#map` (Ruby docs) and `conn->close` (C, PHP) are `RecursionGuard.new`, `Array.map`
-    and `conn.close`.
-    """
-    query = _MEMBER_SEPARATOR.sub(".", query)
-    tokens = _QUERY_IDENT.findall(query)
-    if len(tokens) == 1 and tokens[0] == query.strip():
-        return tokens
-    return [t for t in dict.fromkeys(tokens)
-            if "." in t or sum(1 for p in identifier_parts(t) if not p.isdigit()) > 1]
-
-
-# Words a query may hold beside one name and still only ask where that name is defined.
-_DEFINITION_WORDS = frozenset("where is are the a an of for in to find show me what which whats defined define "
-                              "definition declared declare declaration assigned set implemented implementation "
-                              "located file class function method constant variable type struct enum def fn".split())
-
-
-def asks_for_definition(query: str, idents: list[str]) -> bool:
-    """True if the query is one name, alone or with words that only ask where it is defined.
-
-    >>> asks_for_definition("where is MAX_RETRIES defined", ["MAX_RETRIES"])
-    True
-    >>> asks_for_definition("why does MAX_RETRIES stop at 3", ["MAX_RETRIES"])
-    False
-    """
-    if len(idents) != 1:
-        return False
-    rest = _MEMBER_SEPARATOR.sub(".", query).replace(idents[0], " ")
-    return all(w in _DEFINITION_WORDS for w in re.findall(r"[A-Za-z0-9_]+", rest.lower()))
-
-
+# A query that is one name (`DEFAULT_STYLES`, "where is MAX_RETRIES defined") asks for its definition, and
+# "who calls parse_header" for the places that use it. Under weighted RRF (dense 1.25, BM25 1.0) a chunk both
+# legs rank first scores 2.25x one that BM25 alone ranks first, and the dense leg rarely finds a constant's
+# assignment or a call site, so what is asked for gets a factor above 2.25: x2.5, the phrase boost's arithmetic
+# (eval/RESULTS.md, session 13). Other queries keep DEFAULT_DEFINITION_BOOST: at 1.5 for every query, bug
+# reports and questions naming names lost R@1 (0 / 4).
+NAME_QUERY_BOOST = 1.5
 PHRASE_MIN_WORDS = 4  # shorter queries are names or keywords: found word for word everywhere they are used
 _PHRASE_COMMENT = re.compile(r"^[ \t]*(?:/\*\*?|\*/|\*|///?|#+|--|;+)", re.M)
 _PHRASE_EDGES = "`'\" .:;,!?"
@@ -276,8 +235,12 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
             idents = query_identifiers(req.query_str)
             boost = self.definition_boost
             if boost and asks_for_definition(req.query_str, idents):
-                boost = max(boost, NAME_QUERY_DEFINITION_BOOST)
-            if idents and boost:
+                boost = max(boost, NAME_QUERY_BOOST)
+            if asks_for_usages(req.query_str, idents):
+                for nid, nws in by_id.items():  # the places that use the name, not its definition
+                    if not _defines(nws, idents[0]) and uses_name(nws.node.get_content(), idents[0]):
+                        factor[nid] *= 1.0 + NAME_QUERY_BOOST
+            elif idents and boost:
                 for nid, nws in by_id.items():
                     hits = sum(1 for i in idents if _defines(nws, i))
                     factor[nid] *= 1.0 + boost * hits / len(idents)

@@ -327,3 +327,16 @@ def test_constant_queries_take_module_constants_one_file_assigns(tmp_path) -> No
     })
     assert constant_queries(root, 10) == [("DEFAULT_STYLES", Span("pkg/a.py", 2, 4)),
                                           ("MAX_RETRIES", Span("pkg/b.py", 2, 2))]
+
+
+def test_usage_queries_take_functions_with_their_callers(tmp_path) -> None:
+    from coderag.eval.metrics import Span
+    from coderag.eval.usage_queries import usage_queries
+
+    root = write_files(tmp_path / "repo", {
+        "pkg/headers.py": "def parse_header(raw):\n    return raw\n\n\ndef read(raw):\n    return parse_header(raw)\n",
+        "pkg/server.py": "class Server:\n    def handle(self, h):\n        return h.parse_header(1)\n\n\n"
+                         "def unused_helper():\n    pass\n",
+        "tests/test_headers.py": "def test_parse():\n    parse_header('a')\n",
+    })
+    assert usage_queries(root, 10) == [("parse_header", [Span("pkg/headers.py", 5, 6), Span("pkg/server.py", 2, 3)])]

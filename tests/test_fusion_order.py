@@ -121,3 +121,23 @@ def test_fusion_a_sentence_naming_a_constant_keeps_the_plain_definition_boost() 
     order = _order(fused)
     assert order[0] == "src/client.py:40"
     assert order.index("src/defaults.py:1") < order.index("src/other.py:1")
+
+
+# The definition of a function both legs rank first, a file that only imports it, and one that calls it.
+DEFINITION = _chunk("src/headers.py", 1, text="def parse_header(raw):\n    return raw.split(':')\n",
+                    symbol="parse_header", kind="function")
+IMPORTER = _chunk("src/api.py", 1, text="from src.headers import parse_header\nimport json\n")
+CALLER = _chunk("src/server.py", 30, text="    def handle(self, raw):\n        name, value = parse_header(raw)\n",
+                symbol="Server.handle", kind="method")
+USE_LEGS = {DENSE: _leg(DEFINITION, *FILLER), BM25: _leg(DEFINITION, IMPORTER, CALLER, *FILLER)}
+
+
+@pytest.mark.parametrize("query", ["who calls parse_header", "where is parse_header used", "parse_header callers"])
+def test_fusion_a_query_for_a_names_uses_puts_its_callers_first(query) -> None:
+    """"Who calls parse_header" asks for the places that use it: a chunk that names it outside an import
+    line comes before the definition both legs rank first; an import alone is no use."""
+    order = _order(_fusion().fuse(USE_LEGS, SearchRequest(query)))
+    assert order[0] == "src/server.py:30"
+    assert order.index("src/headers.py:1") < order.index("src/api.py:1")
+    plain = _order(_fusion().fuse(USE_LEGS, SearchRequest("parse_header")))
+    assert plain[0] == "src/headers.py:1"

@@ -14,7 +14,8 @@ from coderag.config import Settings
 from coderag.pipelines.retriever_graph import RetrieverGraph
 from coderag.pipelines.search_request import SearchRequest
 from coderag.pipelines.search_options import SearchOptions
-from coderag.pipelines.fusion import DEFAULT_RRF_K, defines, phrase_of, query_identifiers, query_phrase
+from coderag.nodes.query_names import query_identifiers
+from coderag.pipelines.fusion import DEFAULT_RRF_K, defines, phrase_of, query_phrase
 from coderag.pipelines.retrievers import BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever, contains_all
 from test_query import RETRIEVAL_FILES
 
