@@ -63,6 +63,9 @@ def docstring_queries(root: Path, limit: int) -> list[tuple[str, Span]]:
 
 def report(root: Path, settings, queries: list[tuple[str, list[Span]]]) -> None:
     """Print METRICS of `full` and of each leg alone (no auto-merge, no merging) over `queries`."""
+    if not queries:
+        print("no query to score")
+        return
     variants = {"full": {}, "bm25": dict(retriever="bm25", auto_merge=False, merge_adjacent=False),
                 "dense": dict(retriever="dense", auto_merge=False, merge_adjacent=False)}
     print(f"{'variant':8} " + " ".join(f"{m:>10}" for m in METRICS))

@@ -39,3 +39,27 @@ def source_first(paths, language_of=lambda path: "") -> list[str]:
     ['src/a.py', 'tests/test_a.py', 'docs/a.md', 'examples/a.py']
     """
     return sorted(paths, key=lambda p: (ROLES.index(file_role(p, language_of(p))), p))
+
+
+# A query that asks for tests or docs by name: "where is the progress bar tested", "tests for parse_header",
+# "docs about theming". Not "... tested for truth" or "... during tests" (a behaviour, or testing helpers).
+_ASKS_FOR_TESTS = re.compile(r"\b(?:where|how)\s+(?:is|are|do|does)\b.*\btested\b|\b(?:unit |integration )?tests?"
+                             r"(?: cases?)? (?:for|of|covering|that cover|which cover)\b|\b(?:which|what) tests?\b", re.I)
+_ASKS_FOR_DOCS = re.compile(r"\b(?:where|how)\s+(?:is|are)\b.*\bdocumented\b|\b(?:docs?|documentation|readme|guide|"
+                            r"tutorial) (?:for|of|about|on)\b|\b(?:which|what) docs?\b", re.I)
+
+
+def role_asked_for(query: str) -> str | None:
+    """TESTS or DOCS when the query asks for that role's files, else None (a question asks where a behaviour
+    lives: the source).
+
+    >>> role_asked_for("where is the progress bar tested"), role_asked_for("docs about theming")
+    ('tests', 'docs')
+    >>> role_asked_for("emit a warning whenever a value is tested for truth") is None
+    True
+    """
+    if _ASKS_FOR_TESTS.search(query):
+        return TESTS
+    if _ASKS_FOR_DOCS.search(query):
+        return DOCS
+    return None

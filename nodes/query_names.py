@@ -49,13 +49,13 @@ def asks_for_definition(query: str, idents: list[str]) -> bool:
 
 # Words a query may hold beside one name when it asks where the name is used; it must hold one of the verbs.
 _USAGE_VERBS = frozenset("calls call called calling caller callers uses use used using usage usages reference "
-                         "references referenced referencing invokes invoked invoking".split())
-_USAGE_WORDS = _USAGE_VERBS | frozenset("who what where which is are the a an of in to find show me all every "
-                                        "places place sites site does do".split())
+                         "references referenced referencing invokes invoked invoking tested tests test".split())
+_USAGE_WORDS = _USAGE_VERBS | frozenset("who what where which is are the a an of in to for find show me all every "
+                                        "places place sites site does do how unit cases".split())
 
 
 def asks_for_usages(query: str, idents: list[str]) -> bool:
-    """True if the query is one name with words that only ask where it is used or called.
+    """True if the query is one name with words that only ask where it is used, called or tested.
 
     >>> asks_for_usages("who calls parse_header", ["parse_header"]), asks_for_usages("parse_header", ["parse_header"])
     (True, False)

@@ -13,7 +13,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, TESTS, file_role
+from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, TESTS, file_role, role_asked_for
 from coderag.nodes.keys import FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
 from coderag.nodes.query_names import asks_for_definition, asks_for_usages, query_identifiers, uses_name
 from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, defines_symbol
@@ -62,11 +62,6 @@ def defines(symbol: str, identifier: str) -> bool:
 
 
 NON_CODE_LANGUAGES = DOC_LANGUAGES | {"json", "yaml", "toml", "ini", "xml", "html", "css", "scss"}
-
-
-def is_tests_or_docs(path: str, language: str) -> bool:
-    """Tests, docs and plain text: usually not where a behaviour is implemented."""
-    return file_role(path, language) in (TESTS, DOCS)
 
 
 _NOISE_NAMES = re.compile(r"^(changelog|changes|history|news|release[-_ ]?notes|whatsnew|authors|contributors"
@@ -246,11 +241,15 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                     factor[nid] *= 1.0 + boost * hits / len(idents)
         noise, non_code = (self.noise_weight, self.non_code_weight) if report else (1.0, 1.0)
         unnamed = 1.0 if report else self.unnamed_window_weight
+        # Tests and docs weigh less, as a question asks where a behaviour lives; when it asks for tests
+        # ("where is the progress bar tested") or docs, that role keeps its weight and the others weigh less.
+        wanted = None if report else role_asked_for(req.query_str)
         if self.tests_docs_weight != 1.0 or noise != 1.0 or non_code != 1.0 or unnamed != 1.0:
             for nid, nws in by_id.items():
                 m = nws.node.metadata
                 path, language = m.get(FILE_PATH_KEY, ""), m.get(LANGUAGE_KEY, "")
-                if is_tests_or_docs(path, language):
+                role = file_role(path, language)
+                if (role != wanted) if wanted else role in (TESTS, DOCS):
                     factor[nid] *= self.tests_docs_weight
                 if is_unnamed_window(m):
                     factor[nid] *= unnamed

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from coderag.nodes.file_roles import DOCS, EXAMPLES, SOURCE, TESTS, file_role, source_first
+from coderag.nodes.file_roles import DOCS, EXAMPLES, SOURCE, TESTS, file_role, role_asked_for, source_first
 
 
 @pytest.mark.parametrize("path, language, role", [
@@ -49,3 +49,17 @@ def test_first_build_reports_dense_progress_by_role(tmp_path: Path) -> None:
         assert status["skipped"] == {"secret": 1, "data": 1}  # every skip class, in index_status too
     finally:
         svc.stop()
+
+
+@pytest.mark.parametrize("query, role", [
+    ("where is the progress bar tested", TESTS),
+    ("tests for parse_header", TESTS),
+    ("which tests cover the retry logic", TESTS),
+    ("docs about theming", DOCS),
+    ("where is the cache documented", DOCS),
+    ("emit a warning whenever a value is tested for truth", None),        # a behaviour
+    ("capture printed output and exit code of a command in tests", None),  # testing helpers live in the source
+    ("where are failed logins retried", None),
+])
+def test_file_roles_the_role_a_query_asks_for(query, role) -> None:
+    assert role_asked_for(query) == role

@@ -141,3 +141,20 @@ def test_fusion_a_query_for_a_names_uses_puts_its_callers_first(query) -> None:
     assert order.index("src/headers.py:1") < order.index("src/api.py:1")
     plain = _order(_fusion().fuse(USE_LEGS, SearchRequest("parse_header")))
     assert plain[0] == "src/headers.py:1"
+
+
+# A source chunk both legs rank first, and a test chunk both rank second.
+SOURCE = _chunk("src/termui.py", 280, text="def progressbar(iterable):\n    return ProgressBar(iterable)\n",
+                symbol="progressbar", kind="function")
+TEST = _chunk("tests/test_termui.py", 70, text="def test_progressbar_eta(runner):\n    assert eta(10) == 5\n",
+              symbol="test_progressbar_eta", kind="function")
+ROLE_LEGS = {DENSE: _leg(SOURCE, TEST, *FILLER), BM25: _leg(SOURCE, TEST, *FILLER)}
+
+
+def test_fusion_a_question_for_tests_puts_tests_first() -> None:
+    """Tests weigh less, as a question asks where a behaviour lives; "where is the progress bar tested" asks
+    for tests: they keep their weight and the source weighs less."""
+    assert _order(_fusion().fuse(ROLE_LEGS, SearchRequest("how does the progress bar estimate time")))[0] == \
+        "src/termui.py:280"
+    assert _order(_fusion().fuse(ROLE_LEGS, SearchRequest("where is the progress bar tested")))[0] == \
+        "tests/test_termui.py:70"

@@ -16,6 +16,8 @@ from coderag.nodes.query_names import asks_for_definition, asks_for_usages, quer
     ("who calls parse_header", False, True),
     ("where is parse_header used", False, True),
     ("find all references to LruCache.get", False, True),
+    ("where is parse_header tested", False, True),     # its uses in tests (the role is file_roles' business)
+    ("tests for parse_header", False, True),
     ("why does MAX_RETRIES stop at 3", False, False),  # a question about the name's behaviour
     ("parse_header and build_header", False, False),   # two names
     ("where is the retry logic", False, False),        # no name
