@@ -33,7 +33,8 @@ def query_identifiers(query: str) -> list[str]:
 # Words a query may hold beside one name and still only ask where that name is defined.
 _DEFINITION_WORDS = frozenset("where is are the a an of for in to find show me what which whats defined define "
                               "definition declared declare declaration assigned set implemented implementation "
-                              "located file class function method constant variable type struct enum def fn".split())
+                              "located file class function method constant variable type struct enum def fn "
+                              "how does do work works explain".split())
 
 
 def asks_for_definition(query: str, idents: list[str]) -> bool:

@@ -13,6 +13,8 @@ from coderag.nodes.query_names import asks_for_definition, asks_for_usages, quer
     ("where is MAX_RETRIES defined", True, False),
     ("definition of the LruCache.get method", True, False),
     ("RecursionGuard::new", True, False),
+    ("what does parse_header do", True, False),
+    ("how is LruCache.get implemented", True, False),
     ("who calls parse_header", False, True),
     ("where is parse_header used", False, True),
     ("find all references to LruCache.get", False, True),
