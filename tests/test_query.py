@@ -366,6 +366,20 @@ def test_query_identifier_without_merging_returns_the_exact_definition(search, q
         [(r.file_path, r.symbol, r.start_line, r.end_line) for r in res[:3]]
 
 
+@pytest.mark.parametrize("query, path, line", [
+    ("who calls compute_invoice_tax", "src/billing/invoice.py", 16),     # invoice_total's call
+    ("where is compute_invoice_tax tested", "tests/test_invoice.py", 5),
+    ("tests for compute_invoice_tax", "tests/test_invoice.py", 5),
+])
+def test_query_asking_for_a_names_uses_or_tests_puts_them_first(search, repo, query, path, line) -> None:
+    """"Who calls X" and "where is X tested" ask for the places that use X, not for X: without merging, the
+    first block holds the call (an import of X is no use), not the definition."""
+    assert "compute_invoice_tax(" in file_lines(repo, path)[line - 1]  # the table matches the fixture
+    top = search(query, max_tokens=2000, **NO_MERGE)[0]
+    assert top.file_path == path and top.start_line <= line <= top.end_line, (top.file_path, top.symbol)
+    assert top.symbol != "compute_invoice_tax"
+
+
 def test_query_exact_identifier_beats_its_other_spelling(search) -> None:
     """`getUserById` (TypeScript) and `get_user_by_id` (Python) both exist: each exact spelling wins.
 
