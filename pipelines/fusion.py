@@ -15,6 +15,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, TESTS, file_role, role_asked_for
 from coderag.nodes.keys import FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
+from coderag.nodes.literals import message_coverage
 from coderag.nodes.query_names import asks_for_definition, asks_for_usages, query_identifiers, uses_name
 from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, defines_symbol
 from coderag.pipelines.retrievers import DenseRetriever
@@ -29,6 +30,10 @@ DEFAULT_DEFINITION_BOOST = 0.5
 # (eval/RESULTS.md, session 13). Other queries keep DEFAULT_DEFINITION_BOOST: at 1.5 for every query, bug
 # reports and questions naming names lost R@1 (0 / 4).
 NAME_QUERY_BOOST = 1.5
+# A query that is mostly the words of one message template (an error pasted) was printed there; a report
+# that quotes a message around its own words is not (its message may come from an error catalogue, its fix
+# from where the error is raised: eval/RESULTS.md, session 13).
+PASTED_MESSAGE_SHARE = 0.5
 PHRASE_MIN_WORDS = 4  # shorter queries are names or keywords: found word for word everywhere they are used
 _PHRASE_COMMENT = re.compile(r"^[ \t]*(?:/\*\*?|\*/|\*|///?|#+|--|;+)", re.M)
 _PHRASE_EDGES = "`'\" .:;,!?"
@@ -212,12 +217,14 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                 factor[nid] *= 1.0 + self.keyword_boost * hits / len(req.keywords)
         report = req.reading is not None
         phrase = query_phrase(req.query_str) if self.phrase_boost and not report else ""
-        if phrase:  # the query found word for word: the sentence it quotes is there, not paraphrased
+        if phrase:  # the query found word for word, or a message template that prints it (an error pasted)
             longest = max(phrase.split(" "), key=len)  # a cheap first test, which most candidates fail
             for nid, nws in by_id.items():
                 text = nws.node.get_content()
                 if longest in text.lower() and phrase in phrase_of(text):
                     factor[nid] *= 1.0 + self.phrase_boost
+                elif message_coverage(text, req.query_str) >= PASTED_MESSAGE_SHARE:
+                    factor[nid] *= 1.0 + self.phrase_boost  # its template printed the message pasted
         if report:
             # A report's reading ranks the names it points at: the boost of a chunk is that of the most
             # telling name it defines (1, 1/2, 1/3 ... of `definition_boost`).

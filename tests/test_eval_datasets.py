@@ -340,3 +340,17 @@ def test_usage_queries_take_functions_with_their_callers(tmp_path) -> None:
         "tests/test_headers.py": "def test_parse():\n    parse_header('a')\n",
     })
     assert usage_queries(root, 10) == [("parse_header", [Span("pkg/headers.py", 5, 6), Span("pkg/server.py", 2, 3)])]
+
+
+def test_error_queries_fill_raised_message_templates(tmp_path) -> None:
+    from coderag.eval.error_queries import error_queries
+    from coderag.eval.metrics import Span
+
+    root = write_files(tmp_path / "repo", {
+        "pkg/a.py": "def f(x):\n    if x:\n        raise ValueError(f\"{x!r} is not a valid color\")\n"
+                    "    raise KeyError(\"missing\")\n\n\ndef g(n):\n"
+                    "    raise TypeError(\"expected %s items, got more\" % n)\n",
+        "tests/test_a.py": "def test_f():\n    raise ValueError(f\"{1} is not what we wanted here\")\n",
+    })
+    assert sorted(error_queries(root, 10)) == [("TypeError: expected 'foo' items, got more", Span("pkg/a.py", 8, 8)),
+                                               ("ValueError: 'foo' is not a valid color", Span("pkg/a.py", 3, 3))]

@@ -158,3 +158,20 @@ def test_fusion_a_question_for_tests_puts_tests_first() -> None:
         "src/termui.py:280"
     assert _order(_fusion().fuse(ROLE_LEGS, SearchRequest("where is the progress bar tested")))[0] == \
         "tests/test_termui.py:70"
+
+
+# A chunk whose message template printed the pasted error, which BM25 ranks third, and one both legs rank first.
+RAISER = _chunk("src/types.py", 400, text='        self.fail(f"{value!r} is not a valid integer range.", param, ctx)\n',
+                symbol="IntRange.convert", kind="method")
+TALKER = _chunk("docs/ranges.rst", 1, text="Integer ranges\n==============\nA valid integer range is ...\n",
+                kind="section")
+MESSAGE_LEGS = {DENSE: _leg(TALKER, *FILLER), BM25: _leg(TALKER, FILLER[0], RAISER, *FILLER[1:])}
+
+
+def test_fusion_a_pasted_error_message_finds_the_template_that_printed_it() -> None:
+    """"Error: 'x' is not a valid integer range." was printed by `f"{value!r} is not a valid integer range."`:
+    the message's own words are the query's, placeholders aside, so that chunk gets the phrase boost."""
+    assert _order(_fusion().fuse(MESSAGE_LEGS, SearchRequest("Error: 'x' is not a valid integer range.")))[0] == \
+        "src/types.py:400"
+    assert _order(_fusion().fuse(MESSAGE_LEGS, SearchRequest("what counts as a valid integer range")))[0] != \
+        "src/types.py:400"
