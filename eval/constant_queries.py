@@ -14,15 +14,13 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import ast
 import re
 from pathlib import Path
 
-from coderag.config import load_settings
+from coderag.eval import generated
+from coderag.eval.generated import parsed_files, spread
 from coderag.eval.metrics import Span
-from coderag.eval.runner import apply_overrides, parse_overrides
-from coderag.eval.docstring_queries import report
 
 _CONSTANT = re.compile(r"^_?[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$")
 
@@ -30,14 +28,7 @@ _CONSTANT = re.compile(r"^_?[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$")
 def constant_queries(root: Path, limit: int) -> list[tuple[str, Span]]:
     """(name, the assignment's span) of up to `limit` module-level constants, spread evenly over the tree."""
     found: dict[str, list[Span]] = {}
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if "/." in "/" + rel:
-            continue  # .coderag/, .git/
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
+    for rel, tree in parsed_files(root):
         for node in tree.body:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
             for target in targets:
@@ -45,23 +36,13 @@ def constant_queries(root: Path, limit: int) -> list[tuple[str, Span]]:
                     found.setdefault(target.id, []).append(Span(rel, node.lineno, node.end_lineno or node.lineno))
     # A name assigned in two files has two answers; one file assigning it twice (a platform switch) has one.
     unique = [(name, spans[0]) for name, spans in found.items() if len({s.file_path for s in spans}) == 1]
-    return unique[::max(1, len(unique) // limit)][:limit]
+    return spread(unique, limit)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("root", type=Path)
-    ap.add_argument("--limit", type=int, default=150)
-    ap.add_argument("--ask", default="{}", metavar="TEMPLATE",
-                    help='how the query asks for the name, e.g. "where is {} defined" (default: the name alone)')
-    ap.add_argument("--set", action="append", default=[], metavar="retrieval.KEY=VALUE",
-                    help="a retrieval setting for every variant (repeatable)")
-    args = ap.parse_args()
-    root = args.root.resolve()
-    queries = constant_queries(root, args.limit)
-    print(f"{root}: {len(queries)} constant-name queries, asked as {args.ask!r}")
-    report(root, apply_overrides(load_settings(root), parse_overrides(args.set)),
-           [(args.ask.format(name), [gold]) for name, gold in queries])
+    generated.main(__doc__, "constant-name queries",
+                   lambda root, args: [(args.ask.format(name), [gold]) for name, gold in constant_queries(root, args.limit)],
+                   limit=150, ask="{}")
 
 
 if __name__ == "__main__":

@@ -15,16 +15,13 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import ast
 import re
 from pathlib import Path
 
-from coderag.config import load_settings
-from coderag.eval.docstring_queries import report
+from coderag.eval import generated
+from coderag.eval.generated import parsed_files, spread_unique
 from coderag.eval.metrics import Span
-from coderag.eval.runner import apply_overrides, parse_overrides
-from coderag.nodes.file_roles import TESTS, file_role
 
 FILL = "'foo'"
 _FORMAT_FIELD = re.compile(r"\{[^{}]*\}")
@@ -51,14 +48,7 @@ def message_of(node: ast.AST) -> str | None:
 def error_queries(root: Path, limit: int) -> list[tuple[str, Span]]:
     """("ErrorName: message", the raise statement's span) for up to `limit` raises, spread over the tree."""
     found: list[tuple[str, Span]] = []
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if "/." in "/" + rel or file_role(rel, "python") == TESTS:
-            continue
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
+    for rel, tree in parsed_files(root, skip_tests=True):
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
                 continue
@@ -67,25 +57,12 @@ def error_queries(root: Path, limit: int) -> list[tuple[str, Span]]:
                 func = node.exc.func
                 name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "Error")
                 found.append((f"{name}: {' '.join(msg.split())}", Span(rel, node.lineno, node.end_lineno or node.lineno)))
-    counts: dict[str, int] = {}
-    for query, _ in found:
-        counts[query] = counts.get(query, 0) + 1
-    unique = [q for q in found if counts[q[0]] == 1]  # a message raised in two places has two answers
-    return unique[::max(1, len(unique) // limit)][:limit]
+    return spread_unique(found, limit)  # a message raised in two places has two answers
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("root", type=Path)
-    ap.add_argument("--limit", type=int, default=60)
-    ap.add_argument("--set", action="append", default=[], metavar="retrieval.KEY=VALUE",
-                    help="a retrieval setting for every variant (repeatable)")
-    args = ap.parse_args()
-    root = args.root.resolve()
-    queries = error_queries(root, args.limit)
-    print(f"{root}: {len(queries)} pasted-error queries")
-    report(root, apply_overrides(load_settings(root), parse_overrides(args.set)),
-           [(query, [gold]) for query, gold in queries])
+    generated.main(__doc__, "pasted-error queries",
+                   lambda root, args: [(query, [gold]) for query, gold in error_queries(root, args.limit)], limit=60)
 
 
 if __name__ == "__main__":

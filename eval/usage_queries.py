@@ -16,15 +16,13 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import ast
 from collections import defaultdict
 from pathlib import Path
 
-from coderag.config import load_settings
-from coderag.eval.docstring_queries import report
+from coderag.eval import generated
+from coderag.eval.generated import parsed_files, spread
 from coderag.eval.metrics import Span
-from coderag.eval.runner import apply_overrides, parse_overrides
 from coderag.nodes.file_roles import TESTS, file_role
 
 MAX_CALLERS = 4
@@ -41,15 +39,8 @@ def usage_queries(root: Path, limit: int, tests: bool = False) -> list[tuple[str
     (file_role TESTS) instead of the source's."""
     defined_in: dict[str, set[str]] = defaultdict(set)
     callers: dict[str, set[Span]] = defaultdict(set)
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if "/." in "/" + rel:
-            continue  # .coderag/, .git/
+    for rel, tree in parsed_files(root):
         in_tests = file_role(rel, "python") == TESTS
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
         for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
@@ -64,25 +55,15 @@ def usage_queries(root: Path, limit: int, tests: bool = False) -> list[tuple[str
                     callers[name].add(Span(rel, start, fn.end_lineno or fn.lineno))
     found = [(name, sorted(callers[name])) for name, files in defined_in.items()
              if len(files) == 1 and 1 <= len(callers[name]) <= MAX_CALLERS and "_" in name.strip("_")]
-    return found[::max(1, len(found) // limit)][:limit]
+    return spread(found, limit)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("root", type=Path)
-    ap.add_argument("--limit", type=int, default=80)
-    ap.add_argument("--ask", default="who calls {}", metavar="TEMPLATE",
-                    help='how the query asks for the name\'s uses (default: "who calls {}")')
-    ap.add_argument("--tests", action="store_true",
-                    help='the callers are the tests (ask e.g. "where is {} tested")')
-    ap.add_argument("--set", action="append", default=[], metavar="retrieval.KEY=VALUE",
-                    help="a retrieval setting for every variant (repeatable)")
-    args = ap.parse_args()
-    root = args.root.resolve()
-    queries = usage_queries(root, args.limit, tests=args.tests)
-    print(f"{root}: {len(queries)} usage queries, asked as {args.ask!r}")
-    report(root, apply_overrides(load_settings(root), parse_overrides(args.set)),
-           [(args.ask.format(name), gold) for name, gold in queries])
+    generated.main(__doc__, "usage queries",
+                   lambda root, args: [(args.ask.format(name), gold)
+                                       for name, gold in usage_queries(root, args.limit, tests=args.tests)],
+                   limit=80, ask="who calls {}",
+                   flags=[("--tests", 'the callers are the tests (ask e.g. "where is {} tested")')])
 
 
 if __name__ == "__main__":
