@@ -29,6 +29,10 @@ DEFAULT_STEM_CACHE_SIZE = 200_000  # distinct words: a large repository's vocabu
 STOP_WORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then "
                        "there these they this to was will with".split())
 QUESTION_MIN_WORDS = 4
+# A pasted error message ("Error: No such command 'x'.", "ValueError: ...") is not a question: its "no" and
+# "such" are the message's own words, and its template holds them.
+_PASTED_ERROR = re.compile(r"^\s*(?:[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Warning)|Error|ERROR|error|FATAL|fatal|"
+                           r"panic)\s*(?::(?!:)|\()")
 
 
 def identifier_parts(name: str) -> list[str]:
@@ -78,10 +82,18 @@ class CodeAnalyzer:
         ids = sorted(counts)
         return ids, [counts[i] * (BM25_K1 + 1) / (counts[i] + norm) for i in ids]
 
+    @staticmethod
+    def is_pasted_error(text: str) -> bool:
+        """One line that starts as an error prints ("Error: ...", "ValueError: ...", "panic: ..."). Not a
+        report's evidence, which the query reader joins over lines and which keeps the question's rule
+        (keeping its stop words cost two swebench-dev reports their first place)."""
+        return "\n" not in text.strip() and _PASTED_ERROR.match(text) is not None
+
     def query_sparse(self, text: str) -> tuple[list[int], list[float]]:
-        """Each distinct query term once, weight 1; a question's stop words left out (STOP_WORDS)."""
+        """Each distinct query term once, weight 1; a question's stop words left out (STOP_WORDS), not a
+        pasted error message's."""
         terms = self.terms(text)
-        if len(text.split()) >= QUESTION_MIN_WORDS:
+        if len(text.split()) >= QUESTION_MIN_WORDS and not self.is_pasted_error(text):
             terms = [t for t in terms if t not in self._stop_terms]
         ids = sorted({term_id(t) for t in terms})
         return ids, [1.0] * len(ids)

@@ -79,3 +79,15 @@ def test_lexical_a_question_searches_no_stop_words() -> None:
     assert term_id("is") in a.query_sparse("is_empty")[0]  # a name: its parts as they are
     assert "the" in a.terms(question) and term_id("the") in a.doc_sparse(question)[0]
     assert term_id("is_empty") in a.query_sparse("check whether the is_empty flag is set")[0]  # identifiers stay whole
+
+
+@pytest.mark.parametrize("message", ["Error: No such command 'statsu'.", "ValueError: no such option: --colour",
+                                     "panic: no such file or directory"])
+def test_lexical_a_pasted_error_message_keeps_its_stop_words(message) -> None:
+    """"No such command" is a message's own words, which its template holds: a pasted error keeps them. A
+    question that names a member with `::` is still a question."""
+    a = CodeAnalyzer()
+    assert term_id("no") in a.query_sparse(message)[0] and term_id("such") in a.query_sparse(message)[0]
+    assert term_id("the") not in a.query_sparse("where does Parser::parse read the next token")[0]
+    # a report's evidence, joined over lines by the query reader, keeps the question's rule
+    assert term_id("no") not in a.query_sparse(message + "\nparse_args\nsrc/cli.py the reporter's prose")[0]
