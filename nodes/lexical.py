@@ -35,6 +35,17 @@ _PASTED_ERROR = re.compile(r"^\s*(?:[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Wa
                            r"panic)\s*(?::(?!:)|\()")
 
 
+def is_pasted_error(text: str) -> bool:
+    """One line that starts as an error prints ("Error: ...", "ValueError: ...", "panic: ..."). Not a report's
+    evidence, which the query reader joins over lines and which keeps the question's rule (keeping its stop
+    words cost two swebench-dev reports their first place).
+
+    >>> is_pasted_error("Error: No such command 'x'."), is_pasted_error("ValidationError::from_val_error")
+    (True, False)
+    """
+    return "\n" not in text.strip() and _PASTED_ERROR.match(text) is not None
+
+
 def identifier_parts(name: str) -> list[str]:
     """`getUserById` -> ["get", "User", "By", "Id"]; `user_id` -> ["user", "id"] (case kept)."""
     return IDENTIFIER_PARTS.findall(name)
@@ -82,18 +93,11 @@ class CodeAnalyzer:
         ids = sorted(counts)
         return ids, [counts[i] * (BM25_K1 + 1) / (counts[i] + norm) for i in ids]
 
-    @staticmethod
-    def is_pasted_error(text: str) -> bool:
-        """One line that starts as an error prints ("Error: ...", "ValueError: ...", "panic: ..."). Not a
-        report's evidence, which the query reader joins over lines and which keeps the question's rule
-        (keeping its stop words cost two swebench-dev reports their first place)."""
-        return "\n" not in text.strip() and _PASTED_ERROR.match(text) is not None
-
     def query_sparse(self, text: str) -> tuple[list[int], list[float]]:
         """Each distinct query term once, weight 1; a question's stop words left out (STOP_WORDS), not a
         pasted error message's."""
         terms = self.terms(text)
-        if len(text.split()) >= QUESTION_MIN_WORDS and not self.is_pasted_error(text):
+        if len(text.split()) >= QUESTION_MIN_WORDS and not is_pasted_error(text):
             terms = [t for t in terms if t not in self._stop_terms]
         ids = sorted({term_id(t) for t in terms})
         return ids, [1.0] * len(ids)

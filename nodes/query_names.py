@@ -87,3 +87,23 @@ def uses_name(text: str, name: str) -> bool:
         return False
     pattern = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])")
     return any(pattern.search(line) and not _IMPORT_LINE.match(line) for line in text.splitlines())
+
+
+_CAMEL = re.compile(r"[a-z0-9][A-Z]")
+
+
+def is_code_name(ident: str) -> bool:
+    """A name as code spells it (dotted, snake_case, camelCase, UPPER_CASE), not a plain word such as
+    "authentication", which the dense leg reads as the concept it is.
+
+    >>> is_code_name("parse_header"), is_code_name("getUserById"), is_code_name("MAX_RETRIES"), is_code_name("cache")
+    (True, True, True, False)
+    """
+    return ("." in ident or "_" in ident.strip("_") or (ident.isupper() and len(ident) > 1)
+            or _CAMEL.search(ident) is not None)
+
+
+def asks_about_a_name(query: str, idents: list[str]) -> bool:
+    """True if the query asks for one code name's definition or its uses: it is matched word for word."""
+    return (len(idents) == 1 and is_code_name(idents[0])
+            and (asks_for_definition(query, idents) or asks_for_usages(query, idents)))

@@ -16,7 +16,9 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, TESTS, file_role, role_asked_for
 from coderag.nodes.keys import FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
 from coderag.nodes.literals import message_coverage
-from coderag.nodes.query_names import asks_for_definition, asks_for_usages, query_identifiers, uses_name
+from coderag.nodes.lexical import is_pasted_error
+from coderag.nodes.query_names import (asks_about_a_name, asks_for_definition, asks_for_usages, query_identifiers,
+                                         uses_name)
 from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, defines_symbol
 from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
@@ -34,6 +36,7 @@ NAME_QUERY_BOOST = 1.5
 # that quotes a message around its own words is not (its message may come from an error catalogue, its fix
 # from where the error is raised: eval/RESULTS.md, session 13).
 PASTED_MESSAGE_SHARE = 0.5
+LEXICAL_QUERY_DENSE_FACTOR = 0.5
 PHRASE_MIN_WORDS = 4  # shorter queries are names or keywords: found word for word everywhere they are used
 _PHRASE_COMMENT = re.compile(r"^[ \t]*(?:/\*\*?|\*/|\*|///?|#+|--|;+)", re.M)
 _PHRASE_EDGES = "`'\" .:;,!?"
@@ -183,12 +186,13 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         """Weighted RRF of the legs' rankings, times the request's boosts and damping; then the file both
         legs put first, if they agree, keeps the first place."""
         t0 = time.perf_counter()
-        total_weight = sum(self.weights[name] for name in results) or 1.0
+        weights = self._leg_weights(results, req)
+        total_weight = sum(weights.values()) or 1.0
         rrf: Dict[str, float] = {}
         by_id: Dict[str, NodeWithScore] = {}
         ranked: Dict[str, List[str]] = {}  # each leg's node ids, best first
         for name, nodes in results.items():
-            w = self.weights[name] / total_weight
+            w = weights[name] / total_weight
             best_first = sorted(nodes, key=lambda x: x.score or 0.0, reverse=True)
             ranked[name] = [nws.node.node_id for nws in best_first]
             for rank, nws in enumerate(best_first):
@@ -204,6 +208,16 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True)]
         req.timings["fusion_ms"] = (time.perf_counter() - t0) * 1000
         return out
+
+    def _leg_weights(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> Dict[str, float]:
+        """The weights of the legs that ran. A query about one code name ("who calls parse_header") or a
+        pasted error is matched word for word, which the dense leg does not read: it weighs
+        LEXICAL_QUERY_DENSE_FACTOR as much (eval/RESULTS.md, session 13)."""
+        weights = {name: self.weights[name] for name in results}
+        if DENSE in weights and req.reading is None and (
+                is_pasted_error(req.query_str) or asks_about_a_name(req.query_str, query_identifiers(req.query_str))):
+            weights[DENSE] *= LEXICAL_QUERY_DENSE_FACTOR
+        return weights
 
     def _boosts(self, by_id: Dict[str, NodeWithScore], req: SearchRequest) -> Dict[str, float]:
         """Each candidate's factor from what the request says of it (keywords, a quoted phrase, definitions

@@ -232,12 +232,13 @@ def test_retrievers_defines() -> None:
     assert not defines("LruCache.get", "Cache.get") and not defines("getter", "get") and not defines("", "get")
 
 
-def test_retrievers_fusion_ranks_the_exact_definition_above_callers(index) -> None:
+def test_retrievers_fusion_ranks_the_exact_definition_above_callers(index, monkeypatch) -> None:
     """`web/ui/profile.ts` imports and calls getUserById: the definition still comes first."""
     fused = [_key(n) for n in _fusion(index, "getUserById").retrieve("getUserById")]
     assert fused[0] == ("web/api/users.ts", "getUserById")
     plain = _fusion(index, "getUserById")
     plain.fusion.definition_boost = 0.0
+    monkeypatch.setattr("coderag.pipelines.fusion.LEXICAL_QUERY_DENSE_FACTOR", 1.0)  # the dense leg weighs as usual
     assert [_key(n) for n in plain.retrieve("getUserById")][0] != fused[0]  # the boost is what does it
 
 
