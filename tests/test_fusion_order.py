@@ -177,15 +177,12 @@ def test_fusion_a_pasted_error_message_finds_the_template_that_printed_it() -> N
         "src/types.py:400"
 
 
-# BM25 finds the definition of a code name second, the dense leg does not find it; both rank a neighbour first.
-NEIGHBOUR = _chunk("src/api.py", 10, text="def fetch_headers(raw):\n    return raw\n", symbol="fetch_headers",
-                   kind="function")
-LEXICAL_LEGS = {DENSE: _leg(NEIGHBOUR, *FILLER), BM25: _leg(FILLER[0], DEFINITION, NEIGHBOUR, *FILLER[1:])}
+LEXICAL_LEGS = {DENSE: _leg(*FILLER), BM25: _leg(DEFINITION, *FILLER)}
 
 
 def test_fusion_a_query_about_a_code_name_leans_on_bm25() -> None:
-    """A query about one code name is matched word for word: the dense leg, which ranks the name's neighbours,
-    weighs half as much, so the definition BM25 found outranks a neighbour the dense leg put first."""
+    """A query about one code name, or a pasted error, is matched word for word: the dense leg, which ranks
+    the name's neighbours, weighs half as much. A question, or one plain word, keeps the usual weights."""
     weights = _fusion()._leg_weights(LEXICAL_LEGS, SearchRequest("where is parse_header defined"))
     assert weights[DENSE] == pytest.approx(_fusion().weights[DENSE] / 2) and weights[BM25] == 1.0
     assert _fusion()._leg_weights(LEXICAL_LEGS, SearchRequest("parse the header of a request"))[DENSE] == \
