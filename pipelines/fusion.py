@@ -220,18 +220,23 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         return weights
 
     def _boosts(self, by_id: Dict[str, NodeWithScore], req: SearchRequest) -> Dict[str, float]:
-        """Each candidate's factor from what the request says of it (keywords, a quoted phrase, definitions
-        of the names it spells or a report points at), from its file (tests and docs, a report's noise) and
-        from what it is (a window that defines nothing)."""
+        """Each candidate's factor: from the words of its text the request names (`_text_factors`), from the
+        names it defines or uses (`_name_factors`), and from its file and kind (`_file_factors`)."""
         factor = dict.fromkeys(by_id, 1.0)
+        self._text_factors(factor, by_id, req)
+        self._name_factors(factor, by_id, req)
+        self._file_factors(factor, by_id, req)
+        return factor
+
+    def _text_factors(self, factor: Dict[str, float], by_id: Dict[str, NodeWithScore], req: SearchRequest) -> None:
+        """Keywords a chunk contains; the query quoted word for word, or a pasted message its template printed."""
         if req.keywords:
             for nid, nws in by_id.items():
                 text = nws.node.get_content()
                 hits = sum(1 for k in req.keywords if k in text)
                 factor[nid] *= 1.0 + self.keyword_boost * hits / len(req.keywords)
-        report = req.reading is not None
-        phrase = query_phrase(req.query_str) if self.phrase_boost and not report else ""
-        if phrase:  # the query found word for word, or a message template that prints it (an error pasted)
+        phrase = query_phrase(req.query_str) if self.phrase_boost and req.reading is None else ""
+        if phrase:
             longest = max(phrase.split(" "), key=len)  # a cheap first test, which most candidates fail
             for nid, nws in by_id.items():
                 text = nws.node.get_content()
@@ -239,7 +244,10 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                     factor[nid] *= 1.0 + self.phrase_boost
                 elif message_coverage(text, req.query_str) >= PASTED_MESSAGE_SHARE:
                     factor[nid] *= 1.0 + self.phrase_boost  # its template printed the message pasted
-        if report:
+
+    def _name_factors(self, factor: Dict[str, float], by_id: Dict[str, NodeWithScore], req: SearchRequest) -> None:
+        """Definitions of the names a report points at or a query spells; for "who calls X", X's uses."""
+        if req.reading is not None:
             # A report's reading ranks the names it points at: the boost of a chunk is that of the most
             # telling name it defines (1, 1/2, 1/3 ... of `definition_boost`).
             names = req.reading.definitions
@@ -247,38 +255,43 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                 rank = next((i for i, name in enumerate(names) if _defines(nws, name)), None)
                 if rank is not None:
                     factor[nid] *= 1.0 + self.definition_boost / (rank + 1)
-        else:
-            idents = query_identifiers(req.query_str)
-            boost = self.definition_boost
-            if boost and asks_for_definition(req.query_str, idents):
-                boost = max(boost, NAME_QUERY_BOOST)
-            if asks_for_usages(req.query_str, idents):
-                for nid, nws in by_id.items():  # the places that use the name, not its definition
-                    if not _defines(nws, idents[0]) and uses_name(nws.node.get_content(), idents[0]):
-                        factor[nid] *= 1.0 + NAME_QUERY_BOOST
-            elif idents and boost:
-                for nid, nws in by_id.items():
-                    hits = sum(1 for i in idents if _defines(nws, i))
-                    factor[nid] *= 1.0 + boost * hits / len(idents)
+            return
+        idents = query_identifiers(req.query_str)
+        if asks_for_usages(req.query_str, idents):
+            for nid, nws in by_id.items():  # the places that use the name, not its definition
+                if not _defines(nws, idents[0]) and uses_name(nws.node.get_content(), idents[0]):
+                    factor[nid] *= 1.0 + NAME_QUERY_BOOST
+            return
+        boost = self.definition_boost
+        if boost and asks_for_definition(req.query_str, idents):
+            boost = max(boost, NAME_QUERY_BOOST)
+        if idents and boost:
+            for nid, nws in by_id.items():
+                hits = sum(1 for i in idents if _defines(nws, i))
+                factor[nid] *= 1.0 + boost * hits / len(idents)
+
+    def _file_factors(self, factor: Dict[str, float], by_id: Dict[str, NodeWithScore], req: SearchRequest) -> None:
+        """Tests and docs weigh less, as a question asks where a behaviour lives; when it asks for tests
+        ("where is the progress bar tested") or docs, that role keeps its weight and the others weigh less.
+        For a question, windows that define nothing weigh less; for a report, its noise and non-code files."""
+        report = req.reading is not None
         noise, non_code = (self.noise_weight, self.non_code_weight) if report else (1.0, 1.0)
         unnamed = 1.0 if report else self.unnamed_window_weight
-        # Tests and docs weigh less, as a question asks where a behaviour lives; when it asks for tests
-        # ("where is the progress bar tested") or docs, that role keeps its weight and the others weigh less.
         wanted = None if report else role_asked_for(req.query_str)
-        if self.tests_docs_weight != 1.0 or noise != 1.0 or non_code != 1.0 or unnamed != 1.0:
-            for nid, nws in by_id.items():
-                m = nws.node.metadata
-                path, language = m.get(FILE_PATH_KEY, ""), m.get(LANGUAGE_KEY, "")
-                role = file_role(path, language)
-                if (role != wanted) if wanted else role in (TESTS, DOCS):
-                    factor[nid] *= self.tests_docs_weight
-                if is_unnamed_window(m):
-                    factor[nid] *= unnamed
-                if language in NON_CODE_LANGUAGES:
-                    factor[nid] *= non_code
-                if is_report_noise(path):
-                    factor[nid] *= noise
-        return factor
+        if self.tests_docs_weight == 1.0 and noise == 1.0 and non_code == 1.0 and unnamed == 1.0:
+            return
+        for nid, nws in by_id.items():
+            m = nws.node.metadata
+            path, language = m.get(FILE_PATH_KEY, ""), m.get(LANGUAGE_KEY, "")
+            role = file_role(path, language)
+            if (role != wanted) if wanted else role in (TESTS, DOCS):
+                factor[nid] *= self.tests_docs_weight
+            if is_unnamed_window(m):
+                factor[nid] *= unnamed
+            if language in NON_CODE_LANGUAGES:
+                factor[nid] *= non_code
+            if is_report_noise(path):
+                factor[nid] *= noise
 
     def _first_place_to_the_agreed_file(self, fused: Dict[str, float], by_id: Dict[str, NodeWithScore],
                                         ranked: Dict[str, List[str]], factor: Dict[str, float]) -> None:
