@@ -8,8 +8,9 @@ import re
 
 # One-line string literals (an f/r/b prefix is left outside), and JS template strings.
 _LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)+)"|\'((?:[^\'\\\n]|\\.)+)\'|`([^`]+)`')
-# What a message template leaves to be filled: str.format / f-string fields, printf conversions, ${...}.
-_PLACEHOLDER = re.compile(r"\{[^{}\n]*\}|%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGc]|\$\{[^}]*\}")
+# What a message template leaves to be filled: str.format / f-string / Rust format! fields, printf conversions
+# (Go's %v, %w, %q and %T too), ${...}.
+_PLACEHOLDER = re.compile(r"\{[^{}\n]*\}|%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGcvwqtTp]|\$\{[^}]*\}")
 _SPACE = re.compile(r"\s+")
 MIN_FIXED_CHARS = 16  # what a template must say in its own words to count: "is not a valid integer", not "%s: %s"
 MIN_FIXED_WORDS = 3

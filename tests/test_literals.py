@@ -20,6 +20,9 @@ def test_literals_message_pieces(literal, pieces) -> None:
     ('raise BadParameter(f"{value!r} is not a valid integer range.")', "'x' is not a valid integer range.", True),
     ('msg = "Got unexpected extra argument ({args})"', "Error: Got unexpected extra argument (foo)", True),
     ("throw new TypeError(`Invalid event target ${t} given`)", "TypeError: Invalid event target undefined given", True),
+    ('return fmt.Errorf("cannot open the config file %q: %w", path, err)',
+     "Error: cannot open the config file \"a.yml\": EOF", True),  # Go's %q and %w
+    ('bail!("unknown field `{}` in table {:?}", key, table)', "unknown field `color` in table \"theme\"", True),  # Rust
     ('raise ValueError("invalid value")', "invalid value", False),             # too few words of its own
     ('fail("%s: %s" % (a, b))', "KeyError: missing", False),                 # no words of its own at all
     ('raise BadParameter(f"{value!r} is not a valid integer range.")',        # quoted inside a report
