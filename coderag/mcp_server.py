@@ -31,8 +31,8 @@ Search the repository's code and docs by meaning and by identifiers; returns the
 When to use: to find where behaviour is implemented ("where are failed logins retried?"), where a
 symbol is defined (the name alone, or "where is MAX_RETRIES defined") or used ("who calls
 parse_header", "where is parse_header tested": callers or tests come first), or which file configures
-something -- before opening files, and instead of guessing paths. Phrase `query` as what the code does; add exact identifiers, error codes
-or config keys to `keywords`.
+something -- before opening files, and instead of guessing paths. Phrase `query` as what the code does;
+add exact identifiers, error codes or config keys to `keywords`.
 
 Returns XML: <search_results> with <meta> (total_hits, returned_hits, tokens, latency_ms,
 search_strategy, index_freshness) and one <result id score> per block with <source_file> (relative

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from coderag.nodes.lexical import identifier_parts
 
@@ -103,7 +104,26 @@ def is_code_name(ident: str) -> bool:
             or _CAMEL.search(ident) is not None)
 
 
-def asks_about_a_name(query: str, idents: list[str]) -> bool:
-    """True if the query asks for one code name's definition or its uses: it is matched word for word."""
-    return (len(idents) == 1 and is_code_name(idents[0])
-            and (asks_for_definition(query, idents) or asks_for_usages(query, idents)))
+@dataclass(frozen=True)
+class NameQuestion:
+    """What a query asks of the names it spells: its identifiers, and whether it asks for the one name's
+    definition or for its uses. Read once per request (`SearchRequest.names`)."""
+
+    idents: tuple[str, ...]
+    definition: bool  # one name, alone or with words that only ask where it is defined
+    usages: bool  # one name with words that only ask where it is used, called or tested
+
+    @property
+    def about_a_code_name(self) -> bool:
+        """One code name asked for its definition or its uses: a query matched word for word."""
+        return (self.definition or self.usages) and is_code_name(self.idents[0])
+
+
+def read_names(query: str) -> NameQuestion:
+    """The NameQuestion of `query`.
+
+    >>> read_names("who calls parse_header")
+    NameQuestion(idents=('parse_header',), definition=False, usages=True)
+    """
+    idents = query_identifiers(query)
+    return NameQuestion(tuple(idents), asks_for_definition(query, idents), asks_for_usages(query, idents))

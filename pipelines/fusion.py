@@ -17,8 +17,7 @@ from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, TESTS, file_role, role
 from coderag.nodes.keys import FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
 from coderag.nodes.literals import message_coverage
 from coderag.nodes.lexical import is_pasted_error
-from coderag.nodes.query_names import (asks_about_a_name, asks_for_definition, asks_for_usages, query_identifiers,
-                                         uses_name)
+from coderag.nodes.query_names import uses_name
 from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, defines_symbol
 from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
@@ -214,8 +213,7 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         pasted error is matched word for word, which the dense leg does not read: it weighs
         LEXICAL_QUERY_DENSE_FACTOR as much (eval/RESULTS.md, session 13)."""
         weights = {name: self.weights[name] for name in results}
-        if DENSE in weights and req.reading is None and (
-                is_pasted_error(req.query_str) or asks_about_a_name(req.query_str, query_identifiers(req.query_str))):
+        if DENSE in weights and req.reading is None and (is_pasted_error(req.query_str) or req.names.about_a_code_name):
             weights[DENSE] *= LEXICAL_QUERY_DENSE_FACTOR
         return weights
 
@@ -256,14 +254,15 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                 if rank is not None:
                     factor[nid] *= 1.0 + self.definition_boost / (rank + 1)
             return
-        idents = query_identifiers(req.query_str)
-        if asks_for_usages(req.query_str, idents):
+        names = req.names
+        idents = names.idents
+        if names.usages:
             for nid, nws in by_id.items():  # the places that use the name, not its definition
                 if not _defines(nws, idents[0]) and uses_name(nws.node.get_content(), idents[0]):
                     factor[nid] *= 1.0 + NAME_QUERY_BOOST
             return
         boost = self.definition_boost
-        if boost and asks_for_definition(req.query_str, idents):
+        if boost and names.definition:
             boost = max(boost, NAME_QUERY_BOOST)
         if idents and boost:
             for nid, nws in by_id.items():

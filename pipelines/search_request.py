@@ -11,9 +11,12 @@ request, and two requests on two threads never share state. A plain QueryBundle 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, Optional
 
 from llama_index.core.schema import QueryBundle
+
+from coderag.nodes.query_names import NameQuestion, read_names
 
 DENSE, BM25, NAMED = "dense", "bm25", "named"  # the legs: dense, BM25, BM25 within the files a report names
 ALL_LEGS = (DENSE, BM25, NAMED)
@@ -42,6 +45,11 @@ class SearchRequest(QueryBundle):
     def bm25_text(self) -> str:
         """What the BM25 legs search: a long report's evidence, each piece once, else the query."""
         return self.reading.bm25_text if self.reading is not None else self.query_str
+
+    @cached_property
+    def names(self) -> NameQuestion:
+        """What the query asks of the names it spells (nodes/query_names.py), read once per request."""
+        return read_names(self.query_str)
 
 
 def as_request(query: QueryBundle) -> SearchRequest:
