@@ -1,6 +1,6 @@
-"""Fusion of the legs: weighted reciprocal rank fusion plus the evidence a query and its candidates give
-(keywords, definitions of the names it spells or the uses of the one it asks about, tests and docs, a
-report's noise, file-level evidence)."""
+"""Fusion of the legs: a weighted sum of each leg's normalised scores (or weighted reciprocal rank fusion),
+times the evidence a query and its candidates give (keywords, definitions of the names it spells or the uses
+of the one it asks about, tests and docs, a report's noise, file-level evidence)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,19 @@ from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
 
 DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
+# Score fusion: a candidate's share of its leg is (score / the leg's best score) ** power. Reciprocal ranks
+# with k = 60 are nearly flat at the top (1/61 against 1/63), so a chunk that both legs rank third outscored
+# the chunk one leg ranked first by far; the scores say how far. A long report keeps RRF: its legs search
+# the pieces of evidence it was read into and the files it names, and its boosts were set on ranks
+# (eval/RESULTS.md, session 14).
+SCORES, RRF = "scores", "rrf"
+DEFAULT_SCORE_POWER = 3.0
+# The ratios to the best fused score at which a payload lists candidate lines (postprocessors/candidates.py),
+# on each fusion's scale: a second file within FLAT_RATIO of the best means the engine is not sure (64% of
+# the natural questions on both scales), and a place under FLOOR_RATIO is not worth a line (80% of a top 40
+# stay above it on both).
+FLAT_RATIO = {RRF: 0.87, SCORES: 0.62}
+FLOOR_RATIO = {RRF: 0.3, SCORES: 0.06}
 DEFAULT_DEFINITION_BOOST = 0.5
 # A query that is one name (`DEFAULT_STYLES`, "where is MAX_RETRIES defined") asks for its definition, and
 # "who calls parse_header" for the places that use it. Under weighted RRF (dense 1.25, BM25 1.0) a chunk both
@@ -100,7 +113,7 @@ def _file(nws: NodeWithScore) -> str:
     return nws.node.metadata.get(FILE_PATH_KEY, "")
 
 
-class WeightedRRFFusionRetriever(QueryFusionRetriever):
+class WeightedFusionRetriever(QueryFusionRetriever):
     """QueryFusionRetriever whose reciprocal-rank mode honours `retriever_weights` (core's ignores them),
     keys results by node id, boosts results that contain the query's keywords, and boosts the
     definitions of identifiers the query spells exactly (so `getUserById` ranks the function of that
@@ -112,7 +125,9 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
     plain QueryBundle into a request (a notebook's `retrieve("...")` reads a long report as a search does).
     """
 
-    def __init__(self, legs: Dict[str, BaseRetriever], weights: Dict[str, float], *, rrf_k: float = DEFAULT_RRF_K,
+    def __init__(self, legs: Dict[str, BaseRetriever], weights: Dict[str, float], *, fusion: str = SCORES,
+                 score_weights: Optional[Dict[str, float]] = None, score_power: float = DEFAULT_SCORE_POWER,
+                 rrf_k: float = DEFAULT_RRF_K,
                  keyword_boost: float = 0.5, phrase_boost: float = 0.0,
                  definition_boost: float = DEFAULT_DEFINITION_BOOST,
                  tests_docs_weight: float = 1.0, noise_weight: float = 1.0, non_code_weight: float = 1.0,
@@ -126,13 +141,16 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         super().__init__(list(legs.values()), llm=MockLLM(), mode="reciprocal_rerank", num_queries=1,
                          use_async=False, similarity_top_k=similarity_top_k,
                          retriever_weights=[weights[name] for name in legs])
-        self.legs, self.weights = dict(legs), dict(weights)
+        self.legs, self.weights = dict(legs), dict(weights)  # the RRF weights
+        self.score_weights = dict(weights, **(score_weights or {}))
         self.tests_docs_weight = tests_docs_weight
         self.unnamed_window_weight = unnamed_window_weight  # for questions: windows that define nothing
         self.noise_weight = noise_weight  # issue templates, changelogs: what a report matches but never fixes
         self.non_code_weight = non_code_weight  # docs, config and data files, for a report (fixed in code)
         self.file_evidence = file_evidence  # share of a file's other hits added to each of its chunks
-        self.rrf_k = rrf_k
+        if fusion not in (SCORES, RRF):
+            raise ValueError(f"fusion must be {SCORES!r} or {RRF!r}, not {fusion!r}")
+        self.fusion, self.score_power, self.rrf_k = fusion, score_power, rrf_k
         self.leg_agreement = leg_agreement
         self.keyword_boost = keyword_boost
         self.phrase_boost = phrase_boost
@@ -181,38 +199,56 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         req.timings["embed_wait_ms"] = (time.perf_counter() - t0) * 1000
         return vec
 
+    def mode_for(self, req: SearchRequest) -> str:
+        """The fusion a request gets: RRF for a long report, else the retriever's."""
+        return RRF if req.reading is not None else self.fusion
+
     def fuse(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> List[NodeWithScore]:
-        """Weighted RRF of the legs' rankings, times the request's boosts and damping; then the file both
-        legs put first, if they agree, keeps the first place."""
+        """The weighted sum of each candidate's share of each leg (`_shares`), times the request's boosts and
+        damping; then the file both legs put first, if they agree, keeps the first place."""
         t0 = time.perf_counter()
-        weights = self._leg_weights(results, req)
+        mode = self.mode_for(req)
+        weights = self._leg_weights(results, req, mode)
         total_weight = sum(weights.values()) or 1.0
-        rrf: Dict[str, float] = {}
+        base: Dict[str, float] = {}
         by_id: Dict[str, NodeWithScore] = {}
-        ranked: Dict[str, List[str]] = {}  # each leg's node ids, best first
+        shares: Dict[str, Dict[str, float]] = {}  # each leg's node ids, best first, with their shares
         for name, nodes in results.items():
             w = weights[name] / total_weight
-            best_first = sorted(nodes, key=lambda x: x.score or 0.0, reverse=True)
-            ranked[name] = [nws.node.node_id for nws in best_first]
-            for rank, nws in enumerate(best_first):
+            shares[name] = self._shares(nodes, mode)
+            for nws in nodes:
                 by_id.setdefault(nws.node.node_id, nws)
-                rrf[nws.node.node_id] = rrf.get(nws.node.node_id, 0.0) + w / (rank + self.rrf_k)
+            for nid, share in shares[name].items():
+                base[nid] = base.get(nid, 0.0) + w * share
         factor = self._boosts(by_id, req)
-        fused = {nid: score * factor[nid] for nid, score in rrf.items()}
+        fused = {nid: score * factor[nid] for nid, score in base.items()}
         if req.reading is not None and self.file_evidence:
             self._add_file_evidence(fused, by_id)
         if self.leg_agreement:
-            self._first_place_to_the_agreed_file(fused, by_id, ranked, factor)
+            self._first_place_to_the_agreed_file(fused, by_id, shares, factor)
         out = [NodeWithScore(node=by_id[nid].node, score=score)
                for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True)]
         req.timings["fusion_ms"] = (time.perf_counter() - t0) * 1000
         return out
 
-    def _leg_weights(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> Dict[str, float]:
-        """The weights of the legs that ran. A query about one code name ("who calls parse_header") or a
-        pasted error is matched word for word, which the dense leg does not read: it weighs
-        LEXICAL_QUERY_DENSE_FACTOR as much (eval/RESULTS.md, session 13)."""
-        weights = {name: self.weights[name] for name in results}
+    def _shares(self, nodes: List[NodeWithScore], mode: str) -> Dict[str, float]:
+        """Each of one leg's candidates' share, best first: (score / best score) ** score_power, or for RRF
+        1 / (rank + k). A leg's scores (cosine, BM25) are on scales of their own; over its best score they
+        say how close to its best each candidate is, which reciprocal ranks do not (1/61 and 1/63 for the
+        first and the third, however far apart their scores)."""
+        best_first = sorted(nodes, key=lambda x: x.score or 0.0, reverse=True)
+        if mode == RRF:
+            return {nws.node.node_id: 1.0 / (rank + self.rrf_k) for rank, nws in enumerate(best_first)}
+        top = (best_first[0].score or 0.0) if best_first else 0.0
+        return {nws.node.node_id: (max(nws.score or 0.0, 0.0) / top) ** self.score_power if top > 0 else 0.0
+                for nws in best_first}
+
+    def _leg_weights(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest, mode: str) -> Dict[str, float]:
+        """The weights of the legs that ran, for the fusion `mode`. A query about one code name ("who calls
+        parse_header") or a pasted error is matched word for word, which the dense leg does not read: it
+        weighs LEXICAL_QUERY_DENSE_FACTOR as much (eval/RESULTS.md, session 13)."""
+        chosen = self.weights if mode == RRF else self.score_weights
+        weights = {name: chosen[name] for name in results}
         if DENSE in weights and req.reading is None and (is_pasted_error(req.query_str) or req.names.about_a_code_name):
             weights[DENSE] *= LEXICAL_QUERY_DENSE_FACTOR
         return weights
@@ -227,12 +263,17 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
         return factor
 
     def _text_factors(self, factor: Dict[str, float], by_id: Dict[str, NodeWithScore], req: SearchRequest) -> None:
-        """Keywords a chunk contains; the query quoted word for word, or a pasted message its template printed."""
+        """Keywords a chunk contains; the query quoted word for word, or a pasted message its template printed.
+
+        The keywords a caller passes say what it wants: their boost multiplies a chunk's place in its legs as
+        it did under RRF, so under score fusion it multiplies the scores, its power the shares (1.5 on the
+        scores is 3.4 on the shares at power 3). The other boosts were measured on each fusion as they are."""
         if req.keywords:
+            power = self.score_power if self.mode_for(req) == SCORES else 1.0
             for nid, nws in by_id.items():
                 text = nws.node.get_content()
                 hits = sum(1 for k in req.keywords if k in text)
-                factor[nid] *= 1.0 + self.keyword_boost * hits / len(req.keywords)
+                factor[nid] *= (1.0 + self.keyword_boost * hits / len(req.keywords)) ** power
         phrase = query_phrase(req.query_str) if self.phrase_boost and req.reading is None else ""
         if phrase:
             longest = max(phrase.split(" "), key=len)  # a cheap first test, which most candidates fail
@@ -293,21 +334,22 @@ class WeightedRRFFusionRetriever(QueryFusionRetriever):
                 factor[nid] *= noise
 
     def _first_place_to_the_agreed_file(self, fused: Dict[str, float], by_id: Dict[str, NodeWithScore],
-                                        ranked: Dict[str, List[str]], factor: Dict[str, float]) -> None:
+                                        shares: Dict[str, Dict[str, float]], factor: Dict[str, float]) -> None:
         """When the dense and the BM25 leg, each with the request's boosts, put the same file first, the
         answer starts in that file: its best chunk takes the first place.
 
-        Chunk-level RRF splits a file's evidence among its chunks: when the legs' first chunks are two
-        different chunks of one file, a third file's chunk that both rank second outscores each of them
-        (1/(k+2) twice against 1/(k+1) once plus a low rank). Two legs that read the query differently and
-        still name the same file are the strongest evidence a search has (eval/RESULTS.md, session 12)."""
+        Chunk-level fusion splits a file's evidence among its chunks: when the legs' first chunks are two
+        different chunks of one file, a third file's chunk that both rank second can outscore each of them
+        (under RRF, 1/(k+2) twice against 1/(k+1) once plus a low rank). Two legs that read the query
+        differently and still name the same file are the strongest evidence a search has (eval/RESULTS.md,
+        session 12)."""
         firsts = set()
         for name in (DENSE, BM25):
-            ids = ranked.get(name)
-            if not ids:
+            leg = shares.get(name)
+            if not leg:
                 return
-            best = max(range(len(ids)), key=lambda r: factor[ids[r]] / (r + self.rrf_k))
-            firsts.add(_file(by_id[ids[best]]))
+            best = max(leg, key=lambda nid: factor[nid] * leg[nid])  # the first of equals, as ranked
+            firsts.add(_file(by_id[best]))
         top = max(fused, key=fused.__getitem__)
         agreed = firsts.pop()
         if firsts or _file(by_id[top]) == agreed:

@@ -146,6 +146,8 @@ class SearchEngine:
         # A report's best chunk carries boosts (the traceback's functions, the named files) that would cut the
         # rest of the right file: a long query fills the budget (RESULTS.md, session 9).
         cut_ratio = r.report_cut_ratio if req is not None and req.reading is not None else r.cut_ratio
+        if opts.requires_exact_match:
+            cut_ratio = 0.0  # every chunk that holds the keywords was asked for: the budget alone bounds them
         nodes = _preselect(nodes, opts.max_tokens, cut_ratio)
         # A lone chunk of a file just found unchanged is shown as indexed, without reading the file; not while
         # an ingestion runs in another thread, when the store and the manifest may briefly disagree.
@@ -158,12 +160,17 @@ class SearchEngine:
             else:
                 nodes = [m for n in nodes for m in self.reread.postprocess_nodes([n], query_bundle=req)]
         timings["merge_adjacent_ms"] = (time.perf_counter() - t2) * 1000
-        out = self._pack(opts, nodes, pool, total, note, stale, unchanged, files, lines, timings, t0, cut_ratio)
+        mode = self.graph.fusion.mode_for(req) if req is not None else self.settings.retrieval.fusion
+        out = self._pack(opts, nodes, pool, total, note, stale, unchanged, files, lines, timings, t0, cut_ratio,
+                         mode)
         return out, stale
 
     def _pack(self, opts: SearchOptions, nodes: list, pool: list, total: int, freshness: str, stale: set[str],
-              unchanged: frozenset, files: _Files, lines, timings: dict, t0: float, cut_ratio: float) -> SearchResults:
-        """The payload: blocks packed into the budget, then candidate lines in what is left, counted exactly."""
+              unchanged: frozenset, files: _Files, lines, timings: dict, t0: float, cut_ratio: float,
+              mode: str) -> SearchResults:
+        """The payload: blocks packed into the budget, then candidate lines in what is left, counted exactly;
+        what is flat and what is worth a line read on the scale of the fusion `mode`."""
+        from coderag.pipelines.fusion import FLAT_RATIO, FLOOR_RATIO
         from coderag.postprocessors.candidates import CandidatePostprocessor, lines_check, pack_with_candidates
         from coderag.postprocessors.payload_cost import PayloadCost
         from coderag.postprocessors.token_budget import TokenBudgetPostprocessor
@@ -189,9 +196,11 @@ class SearchEngine:
         packer = TokenBudgetPostprocessor(cost=coster.cost, prefix_cost=coster.prefix_cost, max_tokens=opts.max_tokens,
                                           frame_tokens=frame_tokens, cut_ratio=cut_ratio,
                                           min_block_tokens=coster.min_block_tokens(), min_cut_lines=MIN_CUT_LINES)
-        picker = CandidatePostprocessor(skip_files=stale, unchanged_files=unchanged, check=lines_check(lines))
+        picker = CandidatePostprocessor(skip_files=stale, unchanged_files=unchanged, check=lines_check(lines),
+                                        floor_ratio=FLOOR_RATIO[mode])
         packed, candidates = pack_with_candidates(lambda p, found: p.postprocess_nodes(found), packer, nodes, pool,
-                                                  picker, coster.candidate_cost, coster.candidates_frame_cost())
+                                                  picker, coster.candidate_cost, coster.candidates_frame_cost(),
+                                                  flat_ratio=FLAT_RATIO[mode])
         copies = self.other_locations(n.node.node_id for n in packed)
         results = [_to_result(n, stale, copies.get(n.node.node_id, [])) for n in packed]
         out = SearchResults(results, **meta, total_hits=total, tokens=opts.max_tokens, freshness=freshness,

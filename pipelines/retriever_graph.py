@@ -13,13 +13,14 @@ from coderag.pipelines.search_request import BM25, DENSE, NAMED, SearchRequest
 
 
 def fusion_of(settings, legs: dict, prepare: Optional[Callable] = None):
-    """The weighted-RRF fusion over `legs` (dense, bm25, named) with the retrieval settings' weights and boosts:
+    """The fusion over `legs` (dense, bm25, named) with the retrieval settings' weights and boosts:
     the search's, and the one eval/legs.py replays over dumped candidates."""
-    from coderag.pipelines.fusion import WeightedRRFFusionRetriever
+    from coderag.pipelines.fusion import WeightedFusionRetriever
 
     r = settings.retrieval
-    return WeightedRRFFusionRetriever(
+    return WeightedFusionRetriever(
         legs, {DENSE: r.dense_weight, BM25: r.sparse_weight, NAMED: r.named_files_weight},
+        fusion=r.fusion, score_weights={DENSE: r.score_dense_weight}, score_power=r.score_power,
         keyword_boost=r.keyword_boost, phrase_boost=r.phrase_boost, tests_docs_weight=r.tests_docs_weight,
         unnamed_window_weight=r.unnamed_window_weight, noise_weight=r.report_noise_weight,
         non_code_weight=r.report_non_code_weight, file_evidence=r.report_file_evidence,

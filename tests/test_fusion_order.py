@@ -1,5 +1,6 @@
-"""What WeightedRRFFusionRetriever.fuse does beyond RRF, on synthetic leg outputs: the first place goes to the
-file both legs put first; windows that define nothing weigh less for a question."""
+"""What WeightedFusionRetriever.fuse does beyond summing the legs, on synthetic leg outputs: the first place
+goes to the file both legs put first; windows that define nothing weigh less for a question; a leg's clear
+first counts."""
 
 from __future__ import annotations
 
@@ -180,13 +181,38 @@ def test_fusion_a_pasted_error_message_finds_the_template_that_printed_it() -> N
 LEXICAL_LEGS = {DENSE: _leg(*FILLER), BM25: _leg(DEFINITION, *FILLER)}
 
 
-def test_fusion_a_query_about_a_code_name_leans_on_bm25() -> None:
+@pytest.mark.parametrize("mode", ["scores", "rrf"])
+def test_fusion_a_query_about_a_code_name_leans_on_bm25(mode) -> None:
     """A query about one code name, or a pasted error, is matched word for word: the dense leg, which ranks
     the name's neighbours, weighs half as much. A question, or one plain word, keeps the usual weights."""
-    weights = _fusion()._leg_weights(LEXICAL_LEGS, SearchRequest("where is parse_header defined"))
-    assert weights[DENSE] == pytest.approx(_fusion().weights[DENSE] / 2) and weights[BM25] == 1.0
-    assert _fusion()._leg_weights(LEXICAL_LEGS, SearchRequest("parse the header of a request"))[DENSE] == \
-        _fusion().weights[DENSE]
-    assert _fusion()._leg_weights(LEXICAL_LEGS, SearchRequest("authentication"))[DENSE] == _fusion().weights[DENSE]
-    assert _fusion()._leg_weights(LEXICAL_LEGS, SearchRequest("ValueError: no such header"))[DENSE] < \
-        _fusion().weights[DENSE]
+    f = _fusion()
+    usual = (f.score_weights if mode == "scores" else f.weights)[DENSE]
+    weights = f._leg_weights(LEXICAL_LEGS, SearchRequest("where is parse_header defined"), mode)
+    assert weights[DENSE] == pytest.approx(usual / 2) and weights[BM25] == 1.0
+    assert f._leg_weights(LEXICAL_LEGS, SearchRequest("parse the header of a request"), mode)[DENSE] == usual
+    assert f._leg_weights(LEXICAL_LEGS, SearchRequest("authentication"), mode)[DENSE] == usual
+    assert f._leg_weights(LEXICAL_LEGS, SearchRequest("ValueError: no such header"), mode)[DENSE] < usual
+
+
+def _scored(*pairs: tuple[TextNode, float]) -> list[NodeWithScore]:
+    return [NodeWithScore(node=n, score=s) for n, s in pairs]
+
+
+# The dense leg's clear first (cosine 0.62, the next 0.45) that BM25 does not find, and a chunk both legs rank
+# in the middle (dense 0.44, BM25 6.0 where its first scores 14).
+CLEAR = _chunk("src/shared.py", 200, symbol="float_as_int", kind="function")
+MIDDLE = _chunk("src/decimal.py", 170, symbol="DecimalValidator.validate", kind="window")
+MARGIN_LEGS = {DENSE: _scored((CLEAR, 0.62), *((f, 0.45 - i / 100) for i, f in enumerate(FILLER[:4])), (MIDDLE, 0.40)),
+               BM25: _scored(*((f, 14.0 - i) for i, f in enumerate(FILLER[4:8])), (MIDDLE, 6.0))}
+
+
+def test_fusion_scores_a_legs_clear_first_beats_a_chunk_both_legs_rank_in_the_middle() -> None:
+    """Under RRF a chunk that both legs find, however low, outscores one that a single leg ranks first (1/61
+    against 1/65 + 1/65); score fusion reads how far ahead the first is."""
+    request = SearchRequest("reject NaN and fractional values when a whole number is needed")
+    settings = Settings()
+    settings.retrieval.leg_agreement = False
+    rrf = Settings(retrieval={**settings.retrieval.model_dump(), "fusion": "rrf"})
+    legs = {DENSE: DenseRetriever(None), BM25: SparseRetriever(None)}
+    assert _order(fusion_of(rrf, legs).fuse(MARGIN_LEGS, request))[0] == "src/decimal.py:170"
+    assert _order(fusion_of(settings, legs).fuse(MARGIN_LEGS, request))[0] == "src/shared.py:200"

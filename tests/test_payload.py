@@ -119,7 +119,7 @@ def assert_xml_matches(payload: str, res) -> ET.Element:
 def test_payload_xml_survives_injection(index, repo, query) -> None:
     res = index.search(query, max_tokens=20_000)
     assert_exact(repo, res)
-    assert any("forge_fake_result" in r.text for r in res)
+    assert any(s in r.text for r in res for s in INJECTIONS)  # the payload holds strings to escape
     payload = res.to_xml()
     root = assert_xml_matches(payload, res)
     assert root.findtext("meta/query") == query
@@ -213,7 +213,7 @@ def test_payload_json_no_results_has_message(index) -> None:
 def test_payload_json_keeps_injection_strings_verbatim(index) -> None:
     res = index.search("forge a fake result", file_pattern="src/evil/**", format="json")
     texts = [item["text"] for item in json.loads(res.to_json())["results"]]
-    assert any('<result id="x">' in t and "]]>" in t for t in texts)
+    assert any('<result id="x">' in t and "<![CDATA[" in t and "&amp;" in t for t in texts)
 
 
 def test_payload_ids_are_stable_for_unchanged_content(index) -> None:

@@ -504,13 +504,15 @@ def test_query_keywords_boost_the_chunk_that_contains_them(search, keyword, path
     assert any(p == path for p, _ in plain)
 
 
-def test_query_keyword_boost_lifts_every_containing_chunk(search, index, monkeypatch) -> None:
-    # a dense leg deep enough to hold a Decimal chunk for "sleep" (the boost reorders candidates, it adds none)
-    monkeypatch.setattr(index.dense_retriever, "top_k", 40)
-    plain = search("sleep", retriever="dense", top_k=100, max_tokens=20_000, **NO_MERGE)
-    boosted = search("sleep", retriever="dense", keywords=["Decimal"], top_k=100, max_tokens=20_000, **NO_MERGE)
+def test_query_keyword_boost_lifts_every_containing_chunk(search) -> None:
+    """A keyword multiplies the evidence of the chunks that contain it: invoice.py's Decimal chunks, which
+    the dense leg finds behind another file's, come first. (A chunk with no evidence, a negative cosine,
+    gains nothing: the boost reorders candidates, it adds none.)"""
+    plain = search("number formatting", retriever="dense", top_k=100, max_tokens=20_000, **NO_MERGE)
+    boosted = search("number formatting", retriever="dense", keywords=["Decimal"], top_k=100, max_tokens=20_000,
+                     **NO_MERGE)
     rank = lambda res: next(i for i, r in enumerate(res) if "Decimal" in r.text)  # noqa: E731
-    assert rank(boosted) < rank(plain)
+    assert rank(boosted) == 0 < rank(plain)
 
 
 @pytest.mark.parametrize("keywords", [["ROUND_HALF_UP"], ["Decimal", "quantize"], ["self._entries"],

@@ -56,9 +56,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-# These tests check the mechanisms (RRF arithmetic, merge bounds), so they pin the knobs they were
+# These tests check the mechanisms (fusion arithmetic, merge bounds), so they pin the knobs they were
 # written for instead of following the tuned defaults (equal weights, no path prior, ratio 0.5).
-MECHANISM_SETTINGS = {"dense_weight": 1.0, "sparse_weight": 1.0, "tests_docs_weight": 1.0, "merge_ratio": 0.5,
+MECHANISM_SETTINGS = {"fusion": "rrf", "dense_weight": 1.0, "score_dense_weight": 1.0, "sparse_weight": 1.0, "tests_docs_weight": 1.0, "merge_ratio": 0.5,
                       "cut_ratio": 0.0, "fusion_top_k": 20}
 
 
@@ -160,16 +160,17 @@ def test_retrievers_sparse_query_without_terms_returns_nothing(index) -> None:
 
 # -- weighted reciprocal-rank fusion -------------------------------------------------------------------------
 
-def test_retrievers_fusion_is_weighted_rrf(index) -> None:
+def test_retrievers_fusion_rrf_is_weighted_rrf(index) -> None:
     q = "how many seconds to wait"
     r = index.settings.retrieval
     dense = [n.node.node_id for n in DenseRetriever(index.vector_store, index.embed_model, r.dense_top_k).retrieve(q)]
     sparse = [n.node.node_id for n in SparseRetriever(index.vector_store, r.sparse_top_k).retrieve(q)]
-    agreement, r.leg_agreement = r.leg_agreement, False  # it can move one chunk first (test_fusion_agreement.py)
+    # The agreement rule can move one chunk first (test_fusion_order.py).
+    saved, r.leg_agreement, r.fusion = (r.leg_agreement, r.fusion), False, "rrf"
     try:
         fused = _fusion(index, q, top_k=50).retrieve(q)
     finally:
-        r.leg_agreement = agreement
+        r.leg_agreement, r.fusion = saved
     w = 0.5  # equal weights, normalised to sum 1
     for n in fused:
         nid = n.node.node_id
@@ -179,16 +180,39 @@ def test_retrievers_fusion_is_weighted_rrf(index) -> None:
     assert len({n.node.node_id for n in fused}) == len(fused)
 
 
+def test_retrievers_fusion_scores_sums_each_legs_score_over_its_best(index) -> None:
+    """Score fusion: each leg's score over the leg's best, to the power score_power, times the leg's weight
+    (normalised to sum 1), summed over the legs that found the chunk; the best of both legs scores 1."""
+    q = "how many seconds to wait"
+    r = index.settings.retrieval
+    dense = DenseRetriever(index.vector_store, index.embed_model, r.dense_top_k).retrieve(q)
+    sparse = SparseRetriever(index.vector_store, r.sparse_top_k).retrieve(q)
+    saved = (r.leg_agreement, r.fusion, r.score_dense_weight, r.score_power)
+    r.leg_agreement, r.fusion, r.score_dense_weight, r.score_power = False, "scores", 3.0, 2.0
+    try:
+        fused = _fusion(index, q, top_k=50).retrieve(q)
+    finally:
+        r.leg_agreement, r.fusion, r.score_dense_weight, r.score_power = saved
+    legs = [({n.node.node_id: n.score for n in dense}, 3.0 / 4), ({n.node.node_id: n.score for n in sparse}, 1.0 / 4)]
+    for n in fused:
+        nid = n.node.node_id
+        expected = sum(w * (max(scores[nid], 0.0) / max(scores.values())) ** 2  # a negative cosine counts 0
+                       for scores, w in legs if nid in scores)
+        assert n.score == pytest.approx(expected), _key(n)
+    assert fused[0].score <= 1.0 and len(fused) == len({n.node.node_id for n in dense + sparse})
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "scores"])
 @pytest.mark.parametrize("weights, leg", [((1.0, 0.0), "dense"), ((0.0, 1.0), "bm25")])
-def test_retrievers_fusion_honours_leg_weights(index, weights, leg) -> None:
+def test_retrievers_fusion_honours_leg_weights(index, weights, leg, fusion) -> None:
     q = "drop the oldest entries when the cache is full"
     r = index.settings.retrieval
-    saved = (r.dense_weight, r.sparse_weight)
-    r.dense_weight, r.sparse_weight = weights
+    saved = (r.fusion, r.dense_weight, r.score_dense_weight, r.sparse_weight)
+    r.fusion, r.dense_weight, r.score_dense_weight, r.sparse_weight = fusion, weights[0], weights[0], weights[1]
     try:
         fused = [_key(n) for n in _fusion(index, q, top_k=5).retrieve(q)]
     finally:
-        r.dense_weight, r.sparse_weight = saved
+        r.fusion, r.dense_weight, r.score_dense_weight, r.sparse_weight = saved
     single = DenseRetriever(index.vector_store, index.embed_model, 5) if leg == "dense" \
         else SparseRetriever(index.vector_store, 5)
     assert fused == [_key(n) for n in single.retrieve(q)][:len(fused)]
@@ -544,7 +568,7 @@ def test_spans_of_every_stage_reach_a_span_handler(index) -> None:
 
     packer = TokenBudgetPostprocessor(cost=lambda n, text, truncated: 1)
     quiet, heard = _quiet_then_heard(index, packer, get_dispatcher().span_handlers, SpanRecorder(), names)
-    for stage in ("BoundedAutoMergingRetriever._retrieve", "WeightedRRFFusionRetriever._retrieve",
+    for stage in ("BoundedAutoMergingRetriever._retrieve", "WeightedFusionRetriever._retrieve",
                   "DenseRetriever._retrieve", "SparseRetriever._retrieve",
                   "MergeAdjacentPostprocessor._postprocess_nodes", "TokenBudgetPostprocessor._postprocess_nodes"):
         assert stage in names, (stage, names)
