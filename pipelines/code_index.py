@@ -179,7 +179,7 @@ class CodeIndex:
 
     @property
     def retriever(self):
-        """The retriever graph: weighted-RRF(dense, BM25, the files a report names) under bounded auto-merging."""
+        """The retriever graph: the fusion of dense, BM25 and the files a report names under bounded auto-merging."""
         return self.engine.graph.merging
 
     @property

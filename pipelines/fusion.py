@@ -39,9 +39,9 @@ FLOOR_RATIO = {RRF: 0.3, SCORES: 0.06}
 DEFAULT_DEFINITION_BOOST = 0.5
 # A query that is one name (`DEFAULT_STYLES`, "where is MAX_RETRIES defined") asks for its definition, and
 # "who calls parse_header" for the places that use it. Under weighted RRF (dense 1.25, BM25 1.0) a chunk both
-# legs rank first scores 2.25x one that BM25 alone ranks first, and the dense leg rarely finds a constant's
-# assignment or a call site, so what is asked for gets a factor above 2.25: x2.5, the phrase boost's arithmetic
-# (eval/RESULTS.md, session 13). Other queries keep DEFAULT_DEFINITION_BOOST: at 1.5 for every query, bug
+# legs rank first scores 2.25x one that BM25 alone ranks first (under score fusion, with the dense leg halved
+# for such a query, 1.875x), and the dense leg rarely finds a constant's assignment or a call site, so what is
+# asked for gets a factor above 2.25: x2.5, the phrase boost's arithmetic (eval/RESULTS.md, session 13). Other queries keep DEFAULT_DEFINITION_BOOST: at 1.5 for every query, bug
 # reports and questions naming names lost R@1 (0 / 4).
 NAME_QUERY_BOOST = 1.5
 # A query that is mostly the words of one message template (an error pasted) was printed there; a report
@@ -114,10 +114,12 @@ def _file(nws: NodeWithScore) -> str:
 
 
 class WeightedFusionRetriever(QueryFusionRetriever):
-    """QueryFusionRetriever whose reciprocal-rank mode honours `retriever_weights` (core's ignores them),
-    keys results by node id, boosts results that contain the query's keywords, and boosts the
-    definitions of identifiers the query spells exactly (so `getUserById` ranks the function of that
-    name above `get_user_by_id`, which the two legs would otherwise tie in RRF, and above its callers).
+    """QueryFusionRetriever that sums the legs' weighted shares: a question's on their scores (each over its
+    leg's best, to `score_power`), a long report's on their reciprocal ranks (core's reciprocal-rank mode
+    ignores `retriever_weights`; this one honours them). It keys results by node id, boosts results that
+    contain the query's keywords, and boosts the definitions of identifiers the query spells exactly (so
+    `getUserById` ranks the function of that name above `get_user_by_id`, which the two legs would otherwise
+    tie, and above its callers).
 
     Built once per index over its named legs (pipelines/search_request.py: dense, bm25, named); a request
     says which legs run, its keywords and, for a long report, its reading. The weights of the legs that

@@ -1,4 +1,4 @@
-"""The query pipeline, built once per index: request -> dense + BM25 -> weighted RRF -> auto-merge ->
+"""The query pipeline, built once per index: request -> dense + BM25 -> fusion -> auto-merge ->
 freshness -> merge -> pack -> payload."""
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class _Files:
 
 
 def strategy_name(opts: SearchOptions) -> str:
-    legs = {"hybrid": "dense + bm25 (weighted rrf)", "bm25": "bm25", "dense": "dense"}[opts.retriever.value]
+    legs = {"hybrid": "dense + bm25 (fused)", "bm25": "bm25", "dense": "dense"}[opts.retriever.value]
     extra = [x for x, on in (("auto-merge", opts.auto_merge), ("merge-adjacent", opts.merge_adjacent)) if on]
     return " + ".join([legs, *extra, "token-packing"])
 

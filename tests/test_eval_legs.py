@@ -66,3 +66,31 @@ def test_legs_replay_follows_the_settings_it_is_given(dumped, capsys) -> None:
     assert "| all | 2 |" in table and "| split heldout | 2 |" in table and "tune" not in table
     with pytest.raises(SystemExit):
         main(["replay", str(path), "--set", "chunking.max_tokens=3"])
+
+
+def test_choose_leaves_each_corpus_out(dumped, capsys) -> None:
+    """eval/choose.py: one fold per corpus, each choosing among the grid on the other corpora; a fold scores
+    its corpus's queries with what was chosen, and the grid point that is the baseline scores as it does."""
+    import re
+
+    from coderag.eval.choose import hits_of, main, parse_grid
+
+    root, records = dumped
+    recs = [dict(r, corpus=f"c{i % 2}") for i, r in enumerate(records)]  # two corpora: q0, q2 and q1
+    path = Path(root).parent / "legs-two.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    assert parse_grid(["retrieval.fusion=rrf,scores", "retrieval.score_power=2"]) == [
+        (("retrieval.fusion", "rrf"), ("retrieval.score_power", "2")),
+        (("retrieval.fusion", "scores"), ("retrieval.score_power", "2"))]
+    assert main([str(path), "--grid", "retrieval.fusion=rrf,scores", "--baseline", "retrieval.fusion=rrf"]) == 0
+    out = capsys.readouterr().out
+    rows = {m[0]: m[1:] for m in re.findall(r"^\| (c\d) \| (\d) \| fusion=(\w+) \| (\d) \| (\d) \|$", out, re.M)}
+    assert set(rows) == {"c0", "c1"} and rows["c0"][0] == "2" and rows["c1"][0] == "1"
+    rrf = hits_of(recs, (("retrieval.fusion", "rrf"),))
+    for corpus, (n, chosen, base, got) in rows.items():
+        ids = [r["id"] for r in recs if r["corpus"] == corpus]
+        assert int(base) == sum(rrf[i][0] for i in ids)  # the baseline's hits on the left-out corpus
+        point = (("retrieval.fusion", chosen),)
+        assert int(got) == sum(hits_of(recs, point)[i][0] for i in ids)
+    with pytest.raises(SystemExit):
+        main([str(path), "--grid", "retrieval.score_power"])

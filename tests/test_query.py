@@ -432,7 +432,7 @@ def test_query_bm25_alone_finds_identifiers(search, query, path, symbol) -> None
 
 def test_query_strategy_and_timings_name_the_stages(search) -> None:
     hybrid = search("round the sales tax")
-    assert hybrid.strategy == "dense + bm25 (weighted rrf) + auto-merge + merge-adjacent + token-packing"
+    assert hybrid.strategy == "dense + bm25 (fused) + auto-merge + merge-adjacent + token-packing"
     for stage in ("embed_ms", "dense_ms", "bm25_ms", "fusion_ms", "merge_parents_ms", "merge_adjacent_ms",
                   "pack_ms", "total_ms"):
         assert hybrid.timings[stage] >= 0.0, stage
