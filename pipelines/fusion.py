@@ -25,9 +25,8 @@ from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_requ
 DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weight of top ranks
 # Score fusion: a candidate's share of its leg is (score / the leg's best score) ** power. Reciprocal ranks
 # with k = 60 are nearly flat at the top (1/61 against 1/63), so a chunk that both legs rank third outscored
-# the chunk one leg ranked first by far; the scores say how far. A long report keeps RRF: its legs search
-# the pieces of evidence it was read into and the files it names, and its boosts were set on ranks
-# (eval/RESULTS.md, session 14).
+# the chunk one leg ranked first by far; the scores say how far. A long report and a query about one name
+# keep RRF (`mode_for`): their boosts were set on ranks (eval/RESULTS.md, session 14).
 SCORES, RRF = "scores", "rrf"
 DEFAULT_SCORE_POWER = 3.0
 # The ratios to the best fused score at which a payload lists candidate lines (postprocessors/candidates.py),
@@ -202,8 +201,13 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         return vec
 
     def mode_for(self, req: SearchRequest) -> str:
-        """The fusion a request gets: RRF for a long report, else the retriever's."""
-        return RRF if req.reading is not None else self.fusion
+        """The fusion a request gets: the retriever's for a question; RRF for a long report and for a query
+        about one name ("parse_header", "who calls parse_header"), whose boosts (the report's frames, the
+        name's definition or uses, NAME_QUERY_BOOST) were set against ranks. Fused on scores, the query
+        generators' name questions lost 3-16 points of R@1 (eval/RESULTS.md, session 14)."""
+        if req.reading is not None or req.names.definition or req.names.usages:
+            return RRF
+        return self.fusion
 
     def fuse(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> List[NodeWithScore]:
         """The weighted sum of each candidate's share of each leg (`_shares`), times the request's boosts and

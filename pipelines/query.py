@@ -143,9 +143,15 @@ class SearchEngine:
         note = f"stale: {len(stale)} file(s) changed since indexing" if stale else (freshness or "fresh")
         total = len(nodes)
         pool = nodes  # every place found: what is not shown in full may be listed as a candidate line
-        # A report's best chunk carries boosts (the traceback's functions, the named files) that would cut the
-        # rest of the right file: a long query fills the budget (RESULTS.md, session 9).
-        cut_ratio = r.report_cut_ratio if req is not None and req.reading is not None else r.cut_ratio
+        from coderag.pipelines.fusion import SCORES
+
+        mode = self.graph.fusion.mode_for(req) if req is not None else r.fusion
+        if req is not None and req.reading is not None:
+            # A report's best chunk carries boosts (the traceback's functions, the named files) that would cut
+            # the rest of the right file: a long query fills the budget (RESULTS.md, session 9).
+            cut_ratio = r.report_cut_ratio
+        else:  # a ratio to the best score, read on the scale of the request's fusion
+            cut_ratio = r.cut_ratio if mode == SCORES else r.rrf_cut_ratio
         if opts.requires_exact_match:
             cut_ratio = 0.0  # every chunk that holds the keywords was asked for: the budget alone bounds them
         nodes = _preselect(nodes, opts.max_tokens, cut_ratio)
@@ -160,7 +166,6 @@ class SearchEngine:
             else:
                 nodes = [m for n in nodes for m in self.reread.postprocess_nodes([n], query_bundle=req)]
         timings["merge_adjacent_ms"] = (time.perf_counter() - t2) * 1000
-        mode = self.graph.fusion.mode_for(req) if req is not None else self.settings.retrieval.fusion
         out = self._pack(opts, nodes, pool, total, note, stale, unchanged, files, lines, timings, t0, cut_ratio,
                          mode)
         return out, stale

@@ -216,3 +216,23 @@ def test_fusion_scores_a_legs_clear_first_beats_a_chunk_both_legs_rank_in_the_mi
     legs = {DENSE: DenseRetriever(None), BM25: SparseRetriever(None)}
     assert _order(fusion_of(rrf, legs).fuse(MARGIN_LEGS, request))[0] == "src/decimal.py:170"
     assert _order(fusion_of(settings, legs).fuse(MARGIN_LEGS, request))[0] == "src/shared.py:200"
+
+
+def test_fusion_reports_and_queries_about_one_name_are_fused_on_ranks() -> None:
+    """A question is fused on scores; a long report and a query about one name keep RRF, whose scale their
+    boosts were set on (the name's definition or uses x2.5, a report's frames)."""
+    from coderag.nodes.query_reader import read_query
+
+    f = _fusion()
+    assert f.mode_for(SearchRequest("reject NaN when a whole number is needed")) == "scores"
+    for query in ("parse_header", "who calls parse_header", "where is MAX_RETRIES defined"):
+        assert f.mode_for(SearchRequest(query)) == "rrf", query
+    report = ("Traceback (most recent call last):\n  File \"src/shop/cart.py\", line 12, in total\n"
+              "    return sum(i.price for i in items)\nTypeError: unsupported operand type(s) for +: 'int' and "
+              "'NoneType'\n\nThe cart total fails when an item has no price. " + "More details follow here. " * 8)
+    reading = read_query(report)
+    assert reading is not None and reading.is_long
+    assert f.mode_for(SearchRequest(report, reading=reading)) == "rrf"
+    # Fused on ranks, the legs' shares are reciprocal ranks: the first of a leg weighs 1/61 of its weight.
+    fused = f.fuse(NAME_LEGS, SearchRequest("DEFAULT_TIMEOUT_SECONDS"))
+    assert max(n.score for n in fused) < 0.1
