@@ -75,7 +75,7 @@ class RetrievalSettings(_Section):
     fusion: Literal["scores", "rrf"] = Field(default="scores", description="How a question's candidates are combined: `scores`, each leg's score over its best score, raised to score_power, weighted (score_dense_weight, sparse_weight) and summed; `rrf`, weighted reciprocal rank fusion (k=60, dense_weight). Long reports and queries about one name always use RRF.")
     score_power: float = Field(default=3.0, gt=0.0, le=16.0, description="Score fusion: the power of each leg's score over its best score (higher: a leg's clear first counts for more).")
     score_dense_weight: float = Field(default=1.75, ge=0.0, description="Score fusion: weight of the dense leg.")
-    dense_weight: float = Field(default=1.25, ge=0.0, description="RRF weight of the dense leg (long reports, and questions with fusion=rrf).")
+    dense_weight: float = Field(default=1.25, ge=0.0, description="RRF weight of the dense leg (long reports, queries about one name, and questions with fusion=rrf).")
     sparse_weight: float = Field(default=1.0, ge=0.0, description="Weight of the BM25 leg, in both fusions.")
     fusion_top_k: int = Field(default=40, ge=1, le=1000, description="Fused candidates passed on to merging and packing.")
     merge_ratio: float = Field(default=0.3, ge=0.0, le=1.0, description="Auto-merge: share of a parent's children that must hit.")

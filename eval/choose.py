@@ -43,14 +43,14 @@ def parse_grid(specs: Sequence[str]) -> list[Point]:
 def hits_of(records: list[dict[str, Any]], point: Point) -> dict[str, tuple[float, float]]:
     """Each query's (R@1, MRR@10) under the settings of `point`, replayed over its dumped legs."""
     from coderag.config import Settings
-    from coderag.eval.legs import _gold, replay
+    from coderag.eval.legs import gold_spans, replay
     from coderag.eval.metrics import score_ranking
     from coderag.eval.runner import apply_overrides, parse_overrides
 
     settings = apply_overrides(Settings(), parse_overrides([f"{k}={v}" for k, v in point]))
     out = {}
     for rec, ranking in replay(records, settings):
-        m = score_ranking(ranking, _gold(rec))
+        m = score_ranking(ranking, gold_spans(rec))
         out[rec["id"]] = (m["recall@1"], m["mrr@10"])
     return out
 
@@ -74,7 +74,8 @@ def choose(records: list[dict[str, Any]], grid: list[Point], baseline: Point = (
              "| --- | ---: | --- | ---: | ---: |"]
     base_sum = chosen_sum = 0.0
     for corpus, ids in sorted(by_corpus.items()):
-        rest = [i for i in every if i not in set(ids)]
+        left_out = set(ids)
+        rest = [i for i in every if i not in left_out]
         best = max(grid, key=lambda p: _total(tables[p], rest))
         b, c = _total(tables[baseline], ids)[0], _total(tables[best], ids)[0]
         base_sum, chosen_sum = base_sum + b, chosen_sum + c

@@ -100,13 +100,13 @@ def replay(records: Iterable[dict[str, Any]], settings) -> list[tuple[dict[str, 
     return out
 
 
-def _gold(rec: dict[str, Any]) -> list[Span]:
+def gold_spans(rec: dict[str, Any]) -> list[Span]:
     return [Span(g["file_path"], g["start_line"], g["end_line"]) for g in rec["gold"]]
 
 
 def union_reach(rec: dict[str, Any], depths: dict[str, int]) -> tuple[bool, bool]:
     """(a gold file, a gold chunk) among the candidates of the legs cut to `depths`."""
-    gold = _gold(rec)
+    gold = gold_spans(rec)
     ids = {nid for leg, ranked in rec["legs"].items() for nid, _ in ranked[: depths.get(leg, 0)]}
     blocks = [Result.block(rec["nodes"][i]["file_path"], int(rec["nodes"][i]["start_line"]),
                            int(rec["nodes"][i]["end_line"])) for i in ids]
@@ -119,7 +119,7 @@ def report(scored: list[tuple[dict[str, Any], list[Result]]], depths: dict[str, 
     groups: dict[str, list] = defaultdict(list)
     for rec, ranking in scored:
         for g in ("all", f"split {rec['split']}", f"{rec['kind']}, {rec['split']}"):
-            groups[g].append((score_ranking(ranking, _gold(rec)), union_reach(rec, depths)))
+            groups[g].append((score_ranking(ranking, gold_spans(rec)), union_reach(rec, depths)))
     keys = ("recall@1", "recall@5", "mrr@10", "line_hit@1", "line_hit@5")
     lines = ["| group | n | " + " | ".join(keys) + " | gold file reached | gold chunk reached |",
              "| --- | ---: |" + " ---: |" * (len(keys) + 2)]

@@ -37,11 +37,11 @@ FLAT_RATIO = {RRF: 0.87, SCORES: 0.62}
 FLOOR_RATIO = {RRF: 0.3, SCORES: 0.06}
 DEFAULT_DEFINITION_BOOST = 0.5
 # A query that is one name (`DEFAULT_STYLES`, "where is MAX_RETRIES defined") asks for its definition, and
-# "who calls parse_header" for the places that use it. Under weighted RRF (dense 1.25, BM25 1.0) a chunk both
-# legs rank first scores 2.25x one that BM25 alone ranks first (under score fusion, with the dense leg halved
-# for such a query, 1.875x), and the dense leg rarely finds a constant's assignment or a call site, so what is
-# asked for gets a factor above 2.25: x2.5, the phrase boost's arithmetic (eval/RESULTS.md, session 13). Other queries keep DEFAULT_DEFINITION_BOOST: at 1.5 for every query, bug
-# reports and questions naming names lost R@1 (0 / 4).
+# "who calls parse_header" for the places that use it. Such a query is fused on ranks (`mode_for`). Under weighted
+# RRF (dense 1.25, BM25 1.0) a chunk both legs rank first scores 2.25x one that BM25 alone ranks first, and the
+# dense leg rarely finds a constant's assignment or a call site, so what is asked for gets a factor above 2.25:
+# x2.5, the phrase boost's arithmetic (eval/RESULTS.md, session 13). Other queries keep DEFAULT_DEFINITION_BOOST:
+# at 1.5 for every query, bug reports and questions naming names lost R@1 (0 / 4).
 NAME_QUERY_BOOST = 1.5
 # A query that is mostly the words of one message template (an error pasted) was printed there; a report
 # that quotes a message around its own words is not (its message may come from an error catalogue, its fix
@@ -226,7 +226,7 @@ class WeightedFusionRetriever(QueryFusionRetriever):
                 by_id.setdefault(nws.node.node_id, nws)
             for nid, share in shares[name].items():
                 base[nid] = base.get(nid, 0.0) + w * share
-        factor = self._boosts(by_id, req)
+        factor = self._boosts(by_id, req, mode)
         fused = {nid: score * factor[nid] for nid, score in base.items()}
         if req.reading is not None and self.file_evidence:
             self._add_file_evidence(fused, by_id)
@@ -246,8 +246,9 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         if mode == RRF:
             return {nws.node.node_id: 1.0 / (rank + self.rrf_k) for rank, nws in enumerate(best_first)}
         top = (best_first[0].score or 0.0) if best_first else 0.0
-        return {nws.node.node_id: (max(nws.score or 0.0, 0.0) / top) ** self.score_power if top > 0 else 0.0
-                for nws in best_first}
+        if top <= 0.0:  # no evidence at all (every cosine negative): nothing to scale by
+            return {nws.node.node_id: 0.0 for nws in best_first}
+        return {nws.node.node_id: (max(nws.score or 0.0, 0.0) / top) ** self.score_power for nws in best_first}
 
     def _leg_weights(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest, mode: str) -> Dict[str, float]:
         """The weights of the legs that ran, for the fusion `mode`. A query about one code name ("who calls
@@ -259,23 +260,25 @@ class WeightedFusionRetriever(QueryFusionRetriever):
             weights[DENSE] *= LEXICAL_QUERY_DENSE_FACTOR
         return weights
 
-    def _boosts(self, by_id: Dict[str, NodeWithScore], req: SearchRequest) -> Dict[str, float]:
-        """Each candidate's factor: from the words of its text the request names (`_text_factors`), from the
-        names it defines or uses (`_name_factors`), and from its file and kind (`_file_factors`)."""
+    def _boosts(self, by_id: Dict[str, NodeWithScore], req: SearchRequest, mode: str) -> Dict[str, float]:
+        """Each candidate's factor under the fusion `mode`: from the words of its text the request names
+        (`_text_factors`), from the names it defines or uses (`_name_factors`), and from its file and kind
+        (`_file_factors`)."""
         factor = dict.fromkeys(by_id, 1.0)
-        self._text_factors(factor, by_id, req)
+        self._text_factors(factor, by_id, req, mode)
         self._name_factors(factor, by_id, req)
         self._file_factors(factor, by_id, req)
         return factor
 
-    def _text_factors(self, factor: Dict[str, float], by_id: Dict[str, NodeWithScore], req: SearchRequest) -> None:
+    def _text_factors(self, factor: Dict[str, float], by_id: Dict[str, NodeWithScore], req: SearchRequest,
+                      mode: str) -> None:
         """Keywords a chunk contains; the query quoted word for word, or a pasted message its template printed.
 
         The keywords a caller passes say what it wants: their boost multiplies a chunk's place in its legs as
         it did under RRF, so under score fusion it multiplies the scores, its power the shares (1.5 on the
         scores is 3.4 on the shares at power 3). The other boosts were measured on each fusion as they are."""
         if req.keywords:
-            power = self.score_power if self.mode_for(req) == SCORES else 1.0
+            power = self.score_power if mode == SCORES else 1.0
             for nid, nws in by_id.items():
                 text = nws.node.get_content()
                 hits = sum(1 for k in req.keywords if k in text)

@@ -122,6 +122,7 @@ class SearchEngine:
     def search(self, opts: SearchOptions, freshness: Optional[str] = None) -> tuple[SearchResults, set[str]]:
         """Answer one request: (the payload, the files of its candidates that changed since indexing).
         `freshness` overrides the payload's freshness note when no file is stale."""
+        from coderag.pipelines.fusion import SCORES
         from coderag.postprocessors.lines import LineSource
 
         t0 = time.perf_counter()
@@ -143,8 +144,6 @@ class SearchEngine:
         note = f"stale: {len(stale)} file(s) changed since indexing" if stale else (freshness or "fresh")
         total = len(nodes)
         pool = nodes  # every place found: what is not shown in full may be listed as a candidate line
-        from coderag.pipelines.fusion import SCORES
-
         mode = self.graph.fusion.mode_for(req) if req is not None else r.fusion
         if req is not None and req.reading is not None:
             # A report's best chunk carries boosts (the traceback's functions, the named files) that would cut
