@@ -15,7 +15,8 @@ eval/RESULTS.md); a record without one is ``tune``. ``kind`` is one of:
 - ``identifier``: names a symbol ("HTTPStatusError raise_for_status");
 - ``natural``: describes behaviour without the symbol's identifiers or their word parts;
 - ``docstring``: a docstring's first sentence (CodeSearchNet style);
-- ``issue``: a bug report as a user would file it, maybe with a short traceback.
+- ``issue``: a bug report as a user would file it, maybe with a short traceback;
+- ``commit``: a commit's message, its gold the source lines it changed (mined: eval/history.py).
 
 Command line::
 
@@ -53,7 +54,7 @@ __all__ = [
 ]
 
 DATASETS_DIR = Path(__file__).resolve().parent / "datasets"
-KINDS = ("identifier", "natural", "docstring", "issue")
+KINDS = ("identifier", "natural", "docstring", "issue", "commit")
 SPLITS = ("tune", "heldout")
 _FIELDS = {"id", "corpus", "query", "gold", "kind"}
 _OPTIONAL = {"split", "repo", "commit"}

@@ -29,7 +29,7 @@ class SnapshotCorpus:
 
     name: str
     env: str  # the environment variable that names the folder of snapshots
-    prepare: str  # the script that writes the snapshots, relative to the project root
+    prepare: str  # what writes the snapshots: a script relative to the project root, or a command
     languages: tuple[str, ...]
     description: str = ""
 
@@ -39,11 +39,15 @@ class SnapshotCorpus:
         return Path(explicit).expanduser() if explicit else Path(tempfile.gettempdir()) / self.name
 
     def missing_message(self, where: Path, snapshot: str | None = None) -> str:
-        script = (Path(__file__).resolve().parents[1] / self.prepare).resolve()
         what = (f"snapshot {snapshot} of corpus {self.name!r} is" if snapshot
                 else f"the snapshots of corpus {self.name!r} are")
-        return (f"{what} not in {where}. Make them with:\n"
-                f"  MIRROR_DIR=<folder with <owner>+<name>/repo git dirs> OUT={where} {script}\n"
+        mirror = "<folder with <owner>+<name>/repo git dirs>"
+        if self.prepare.endswith(".sh"):  # a dataset's own script, relative to the project root
+            script = (Path(__file__).resolve().parents[1] / self.prepare).resolve()
+            how = f"MIRROR_DIR={mirror} OUT={where} {script}"
+        else:  # a command of ours
+            how = f"{self.prepare} --mirror {mirror} --out {where}"
+        return (f"{what} not in {where}. Make them with:\n  {how}\n"
                 f"or point {self.env} (or --corpus-root {self.name}=PATH) at the folder that holds them.")
 
 
@@ -55,6 +59,14 @@ SNAPSHOTS: dict[str, SnapshotCorpus] = {
         languages=("python",),
         description="28 SWE-bench Lite issues (dev split + astropy) over 6 Python repositories, one checkout "
                     "per (repo, commit).",
+    ),
+    "history": SnapshotCorpus(
+        name="history",
+        env="CODERAG_HISTORY_DIR",
+        prepare="python -m coderag.eval.ranker_data snapshots",
+        languages=("python", "javascript", "typescript", "go", "rust", "java", "c", "cpp", "ruby", "php"),
+        description="Commit messages and docstrings mined from the histories of the repositories of "
+                    "eval/history.py, one snapshot per repository (eval/README.md).",
     ),
 }
 

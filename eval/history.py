@@ -1,0 +1,355 @@
+"""Labelled queries mined from git history: a commit's message describes its change, the files it
+changed are where that change lives.
+
+A commit gives a query when its message says what changed and its diff is narrow enough to name the
+place: a subject of MIN_SUBJECT_WORDS words or more; not a merge, revert, release, version bump,
+dependency update, formatting or lint pass, typo fix or bot commit; 1 to MAX_SOURCE_FILES source files
+changed (added or modified, none renamed or deleted) and every other changed file a test or a doc. The
+query is the subject and body with trailers (``Signed-off-by:``), PR and issue numbers and links
+removed. Its gold is each changed source file as the indexed snapshot has it, with the lines the
+commit added or touched where those lines are still in that snapshot (a line whose text occurs once in
+the file there); a file none of whose lines survive is gold as a whole.
+
+One snapshot per repository is indexed (a pinned commit, `HISTORY_REPOS`), and the commits of the
+`years` before it whose source files all still exist there are mined from it. Queries never cross
+repositories, and the split (train or heldout) is the repository's, never the query's.
+
+This module only reads git; nothing it makes is committed (the queries quote public commit messages):
+``python -m coderag.eval.history`` rebuilds them, and eval/README.md says how the whole training set is
+made.
+
+Examples:
+    >>> clean_message("Fix the parser (#123)\\n\\nIt dropped tabs.\\n\\nSigned-off-by: A <a@b.c>")
+    'Fix the parser\\n\\nIt dropped tabs.'
+    >>> describes_change("Bump version to 2.1.0"), describes_change("Handle empty input in the tokenizer")
+    (False, True)
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coderag.nodes.file_roles import DOCS, SOURCE, TESTS, file_role
+from coderag.nodes.languages import detect_language
+
+MIN_SUBJECT_WORDS = 5
+MAX_SOURCE_FILES = 3
+MAX_QUERY_CHARS = 2000  # a body past this is a changelog or a template pasted in, not a description
+MIN_LINE_CHARS = 8  # shorter lines (`}`, `return`, `end`) occur everywhere and locate nothing
+DEFAULT_YEARS = 3.0
+
+CODE_LANGUAGES = frozenset({"python", "javascript", "typescript", "tsx", "go", "rust", "java", "c", "cpp",
+                            "csharp", "ruby", "php", "kotlin", "scala", "swift", "lua"})
+
+# The repositories mined, each at the snapshot commit that is indexed, and the split it belongs to.
+# None is reserved for independent evaluation (DEVELOPERS.md); none is a corpus of eval/datasets.
+# Held-out repositories are never trained or tuned on: one or two of each language.
+TRAIN, HELDOUT = "train", "heldout"
+HISTORY_REPOS: dict[str, tuple[str, str, str]] = {  # repo -> (snapshot commit, language, split)
+    "Delgan/loguru": ("2a17be730e11", "python", TRAIN),
+    "PyCQA/flake8": ("48f2ca8bf7c1", "python", TRAIN),
+    "encode/httpx": ("ae1b9f66238f", "python", TRAIN),
+    "encode/starlette": ("cb8f84f5284d", "python", TRAIN),
+    "pallets/werkzeug": ("1b00618e787f", "python", TRAIN),
+    "psf/black": ("8947c48ef207", "python", TRAIN),
+    "python-attrs/attrs": ("c1dc5dcba16e", "python", TRAIN),
+    "tornadoweb/tornado": ("e530031405e2", "python", TRAIN),
+    "tox-dev/tox": ("ccb12fc2e1bb", "python", TRAIN),
+    "hynek/structlog": ("025edaf799c6", "python", HELDOUT),
+    "pre-commit/pre-commit": ("a9bba55a3f74", "python", HELDOUT),
+    "axios/axios": ("23a25af0688d", "javascript", TRAIN),
+    "expressjs/express": ("a3714473feb3", "javascript", TRAIN),
+    "fastify/fastify": ("83e69762aff0", "javascript", TRAIN),
+    "mochajs/mocha": ("e6b9ee773481", "javascript", TRAIN),
+    "tj/commander.js": ("ba6d13ddb424", "javascript", TRAIN),
+    "yargs/yargs": ("2a4378bdc2ea", "typescript", TRAIN),
+    "immerjs/immer": ("061c2425e1c9", "typescript", TRAIN),
+    "sindresorhus/got": ("d00d845a0b43", "typescript", TRAIN),
+    "koajs/koa": ("e0ba8ef39d27", "javascript", HELDOUT),
+    "pmndrs/zustand": ("f094eebe9bd3", "typescript", HELDOUT),
+    "charmbracelet/bubbletea": ("73b6d91ac1c3", "go", TRAIN),
+    "spf13/cobra": ("adbc8813901b", "go", TRAIN),
+    "spf13/viper": ("528f7416c4b5", "go", TRAIN),
+    "stretchr/testify": ("12f8b5612e12", "go", TRAIN),
+    "uber-go/zap": ("5b81b37b81b8", "go", TRAIN),
+    "urfave/cli": ("1305a08200f7", "go", TRAIN),
+    "sirupsen/logrus": ("87434bb3a736", "go", TRAIN),
+    "go-chi/chi": ("735ae2b87f8c", "go", HELDOUT),
+    "labstack/echo": ("05489dc17301", "go", HELDOUT),
+    "clap-rs/clap": ("6982fb1c98c7", "rust", TRAIN),
+    "rust-lang/log": ("037d7a58f6ad", "rust", TRAIN),
+    "sharkdp/bat": ("2ba8db9c14e5", "rust", TRAIN),
+    "tokio-rs/axum": ("3d78036dcac2", "rust", TRAIN),
+    "tokio-rs/tracing": ("f40ccdaa03cf", "rust", TRAIN),
+    "dtolnay/anyhow": ("1dbe1862aae6", "rust", TRAIN),
+    "sharkdp/fd": ("ee20f426ddf3", "rust", HELDOUT),
+    "seanmonstar/reqwest": ("065a5ae5209d", "rust", HELDOUT),
+    "apache/commons-lang": ("d15939ef46f0", "java", TRAIN),
+    "google/auto": ("2776e288bd30", "java", TRAIN),
+    "jhy/jsoup": ("46b620860af9", "java", TRAIN),
+    "mockito/mockito": ("ee8a330da021", "java", TRAIN),
+    "square/retrofit": ("0b118105fe84", "java", TRAIN),
+    "square/javapoet": ("b9017a9503b7", "java", HELDOUT),
+    "fmtlib/fmt": ("60ccad511fd6", "cpp", TRAIN),
+    "jqlang/jq": ("579e6f76cffd", "c", TRAIN),
+    "libuv/libuv": ("6179e7af8741", "c", TRAIN),
+    "guzzle/guzzle": ("2779e868a002", "php", TRAIN),
+    "jekyll/jekyll": ("202df571314b", "ruby", TRAIN),
+    "gabime/spdlog": ("62302019babd", "cpp", HELDOUT),
+    "sinatra/sinatra": ("cb22afd7902b", "ruby", HELDOUT),
+}
+
+_TRAILER = re.compile(r"^[A-Za-z][A-Za-z0-9-]*(-by|-[Ii]d|-[Tt]o)?:\s+\S.*$")
+_TRAILER_KEYS = re.compile(r"^(signed-off|co-authored|reviewed|acked|tested|reported|suggested|helped|cc|"
+                           r"change-id|fixes|closes|resolves|refs?|see|pr|pr-url|issue|bug|link|"
+                           r"differential revision|reviewers?|approved)(-by)?:", re.I)
+_REFS = re.compile(r"\(\s*(?:#|GH-|gh-)\d+\s*\)|(?<![\w/])(?:#|GH-|gh-)\d+\b|https?://\S+/(?:pull|issues)/\d+\S*")
+_CLOSE_WORDS = re.compile(r"\b(?:fix(?:es|ed)?|close[sd]?|resolve[sd]?|refs?|see)\s*:?\s*(?=[.,;]|$)", re.I | re.M)
+_NOISE_LINES = re.compile(r"^\s*(?:[A-Z][A-Z_]+=.*|<!--.*?-->|\[skip ci\]|\[ci skip\]|[-*=_]{3,}|- \[[ xX]\].*)\s*$", re.M)
+_NOT_A_CHANGE = re.compile(
+    r"^\s*(?:revert|merge|release|bump|prepare (?:for )?(?:the )?release|version|v?\d+\.\d+(?:\.\d+)?\b)"
+    r"|\b(?:bump(?:s|ed)?|dependabot|renovate|pre-commit-ci|changelog|release notes"
+    r"|deps|dependenc(?:y|ies)|upgrade \S+ (?:from|to)|update \S+ (?:from|to) v?\d"
+    r"|reformat\w*|re-format\w*|formatting|run (?:black|prettier|gofmt|rustfmt|cargo fmt)|apply (?:black|prettier)"
+    r"|gofmt|rustfmt|cargo fmt|clang-format|prettier|isort|lint(?:s|ing|er)?|clippy|typos?|spelling|whitespace"
+    r"|copyright|license header)\b"
+    r"|^\s*(?:style|chore\((?:deps|release)\)|build\(deps\)|ci|docs?|test|tests)(?:\(.*?\))?!?:", re.I)
+_BOT = re.compile(r"\[bot\]|dependabot|renovate|github-actions|pre-commit-ci|allcontributors|greenkeeper", re.I)
+
+
+def clean_message(message: str) -> str:
+    """A commit message as a query: trailers, PR and issue numbers and links, CI markers, rules and
+    template checklists removed; blank lines kept between paragraphs; at most MAX_QUERY_CHARS."""
+    lines = message.strip().splitlines()
+    while lines and (not lines[-1].strip() or _TRAILER_KEYS.match(lines[-1].strip())
+                     or (_TRAILER.match(lines[-1].strip()) and len(lines) > 1)):
+        lines.pop()  # the trailer block at the end
+    text = "\n".join(line for line in lines if not _TRAILER_KEYS.match(line.strip()))
+    text = _NOISE_LINES.sub("", _REFS.sub("", text))
+    text = _CLOSE_WORDS.sub("", text)
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text)]
+    out = "\n\n".join(p for p in paragraphs if p)
+    return out[:MAX_QUERY_CHARS].rsplit(" ", 1)[0] if len(out) > MAX_QUERY_CHARS else out
+
+
+def describes_change(subject: str) -> bool:
+    """True if a commit's subject line reads as a description of a change (MIN_SUBJECT_WORDS words or
+    more, and not a merge, revert, release, bump, dependency, formatting, lint, typo or docs/CI commit)."""
+    words = _REFS.sub("", subject).split()
+    return len(words) >= MIN_SUBJECT_WORDS and not _NOT_A_CHANGE.search(subject)
+
+
+def is_source(path: str) -> bool:
+    """A file in a programming language that is neither a test, a doc nor an example."""
+    return detect_language(path) in CODE_LANGUAGES and file_role(path, detect_language(path)) == SOURCE
+
+
+def may_change_beside(path: str) -> bool:
+    """Files a commit may change beside its source files without its message being about them."""
+    return file_role(path, detect_language(path)) in (TESTS, DOCS)
+
+
+@dataclass
+class FileChange:
+    """One file of a commit's diff: its paths before and after, how it changed, its new lines."""
+
+    old_path: str
+    new_path: str
+    status: str = "modified"  # added, modified, deleted, renamed, binary
+    added: list[str] = field(default_factory=list)  # the '+' lines
+    context: list[str] = field(default_factory=list)  # the ' ' lines around a hunk that only deletes
+
+
+@dataclass
+class Commit:
+    sha: str
+    author: str
+    timestamp: int
+    message: str
+    files: list[FileChange] = field(default_factory=list)
+
+    @property
+    def subject(self) -> str:
+        return self.message.strip().split("\n", 1)[0]
+
+
+def _git(gitdir: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(["git", "--git-dir", str(gitdir), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+
+
+def snapshot_time(gitdir: Path, commit: str) -> int:
+    out = subprocess.run(["git", "--git-dir", str(gitdir), "log", "-1", "--format=%ct", commit],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.strip())
+
+
+_HEADER = "\x1e"
+_FIELD = "\x1f"
+_END = "\x1d"
+
+
+def commits(gitdir: Path, until: str, years: float) -> Iterator[Commit]:
+    """The non-merge commits of the `years` before commit `until` (itself included), with their diffs
+    at one line of context, newest first. One `git log` stream per repository."""
+    end = snapshot_time(gitdir, until)
+    since = end - int(years * 365.25 * 86400)
+    proc = _git(gitdir, "log", "--no-merges", f"--since={since}", "-M", "-p", "-U1", "--no-color",
+                "--no-ext-diff", f"--format={_HEADER}%H{_FIELD}%an <%ae>{_FIELD}%ct{_FIELD}%B{_END}", until)
+    assert proc.stdout is not None
+    record: list[str] = []
+    for raw in proc.stdout:
+        line = raw.decode("utf-8", "replace")
+        if line.startswith(_HEADER) and record:
+            yield _parse(record)
+            record = []
+        record.append(line)
+    if record:
+        yield _parse(record)
+    proc.wait()
+
+
+def _parse(lines: list[str]) -> Commit:
+    text = "".join(lines)
+    head, _, diff = text[1:].partition(_END)
+    sha, author, ts, message = head.split(_FIELD, 3)
+    commit = Commit(sha, author, int(ts), message)
+    current: FileChange | None = None
+    in_hunk, hunk_added, hunk_context = False, False, []
+    for line in diff.splitlines():
+        if line.startswith("diff --git "):
+            if current is not None and in_hunk and not hunk_added:
+                current.context.extend(hunk_context)
+            m = re.match(r"diff --git a/(.*) b/(.*)$", line)
+            current = FileChange(*(m.groups() if m else ("", "")))
+            commit.files.append(current)
+            in_hunk = False
+        elif current is None:
+            continue
+        elif line.startswith("new file mode"):
+            current.status = "added"
+        elif line.startswith("deleted file mode"):
+            current.status = "deleted"
+        elif line.startswith(("rename from", "rename to", "copy from", "copy to")):
+            current.status = "renamed"
+        elif line.startswith("Binary files"):
+            current.status = "binary"
+        elif line.startswith("@@"):
+            if in_hunk and not hunk_added:
+                current.context.extend(hunk_context)
+            in_hunk, hunk_added, hunk_context = True, False, []
+        elif in_hunk and line.startswith("+") and not line.startswith("+++"):
+            current.added.append(line[1:])
+            hunk_added = True
+        elif in_hunk and line.startswith(" "):
+            hunk_context.append(line[1:])
+    if current is not None and in_hunk and not hunk_added:
+        current.context.extend(hunk_context)
+    return commit
+
+
+def gold_lines(snapshot_text: str, change: FileChange) -> list[tuple[int, int]]:
+    """The 1-based inclusive line ranges of the snapshot file that hold lines the commit added (or, for a
+    hunk that only deletes, the lines around it), where such a line's text occurs once in the file; runs
+    of found lines two apart or closer are one range."""
+    lines = snapshot_text.splitlines()
+    where: dict[str, list[int]] = {}
+    for no, line in enumerate(lines, 1):
+        key = line.strip()
+        if len(key) >= MIN_LINE_CHARS:
+            where.setdefault(key, []).append(no)
+    found = sorted({where[k][0] for k in (s.strip() for s in change.added + change.context)
+                    if len(where.get(k, ())) == 1})
+    ranges: list[tuple[int, int]] = []
+    for no in found:
+        if ranges and no - ranges[-1][1] <= 2:
+            ranges[-1] = (ranges[-1][0], no)
+        else:
+            ranges.append((no, no))
+    return ranges
+
+
+@dataclass
+class Rejections:
+    """Why commits gave no query, counted (the dataset card quotes them)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, reason: str) -> None:
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+
+
+def pair_of(commit: Commit, snapshot: Path, why: Rejections) -> dict | None:
+    """The query and gold of one commit against a snapshot folder, or None (the reason counted in `why`)."""
+    if _BOT.search(commit.author):
+        why.add("bot")
+        return None
+    if not describes_change(commit.subject):
+        why.add("message")
+        return None
+    sources = [f for f in commit.files if is_source(f.new_path) or is_source(f.old_path)]
+    others = [f for f in commit.files if f not in sources]
+    if not sources:
+        why.add("no source file")
+        return None
+    if len(sources) > MAX_SOURCE_FILES:
+        why.add("too many source files")
+        return None
+    if any(not may_change_beside(f.new_path) for f in others):
+        why.add("other files")
+        return None
+    if any(f.status in ("deleted", "renamed", "binary") or f.old_path != f.new_path for f in sources):
+        why.add("renamed or deleted")
+        return None
+    gold = []
+    for f in sources:
+        path = snapshot / f.new_path
+        if not path.is_file():
+            why.add("gone from the snapshot")
+            return None
+        text = path.read_text(encoding="utf-8", errors="replace")
+        ranges = gold_lines(text, f) or [(1, max(1, text.count("\n") + (not text.endswith("\n"))))]
+        gold += [{"file_path": f.new_path, "start_line": a, "end_line": b} for a, b in ranges]
+    query = clean_message(commit.message)
+    if len(query.split()) < MIN_SUBJECT_WORDS:
+        why.add("message")
+        return None
+    return {"query": query, "gold": gold, "sha": commit.sha}
+
+
+def mine(repo: str, gitdir: Path, snapshot: Path, commit: str, split: str, years: float = DEFAULT_YEARS
+         ) -> tuple[list[dict], Rejections]:
+    """Every query of `repo`'s history against its snapshot, as dataset records (eval/datasets.py) of
+    kind ``commit`` in corpus ``history``."""
+    why = Rejections()
+    out: list[dict] = []
+    seen: set[str] = set()
+    for c in commits(gitdir, commit, years):
+        pair = pair_of(c, snapshot, why)
+        if pair is None:
+            continue
+        if pair["query"].lower() in seen:
+            why.add("duplicate message")
+            continue
+        seen.add(pair["query"].lower())
+        out.append({"id": f"{repo}@{pair['sha'][:12]}", "corpus": "history", "query": pair["query"],
+                    "gold": pair["gold"], "kind": "commit", "split": split, "repo": repo, "commit": commit})
+    return out, why
+
+
+def make_snapshot(gitdir: Path, commit: str, dest: Path) -> Path:
+    """The tree of `commit` written to `dest` (`git archive`, no history), once: a finished snapshot holds
+    `.commit`, so a broken one is made again."""
+    if (dest / ".commit").is_file():
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = _git(gitdir, "archive", commit)
+    subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, check=True)
+    if archive.wait() != 0:
+        raise RuntimeError(f"git archive {commit} failed in {gitdir}")
+    (dest / ".commit").write_text(commit + "\n", encoding="utf-8")
+    return dest

@@ -1,0 +1,230 @@
+"""The learned ranker's data: snapshots of the mined repositories, their labelled queries, and each query's
+candidates as the legs return them, dumped once per repository.
+
+Four steps, each a subcommand, each resumable (a finished repository is skipped):
+
+1. ``snapshots``: each repository of eval/history.py at its pinned commit, from bare git directories with
+   full history (``<mirror>/<owner>+<name>/repo``), written to ``<out>/<owner>+<name>@<commit>``.
+2. ``index``: ``coderag index`` of every snapshot (vectors and all; the slow step: minutes per repository).
+3. ``queries``: the commit queries of eval/history.py, and docstring queries from the index (the first
+   sentence of a definition's leading doc comment or docstring, DOCSTRING_LIMIT per repository), as dataset
+   records (eval/datasets.py) in ``<data>/queries.jsonl``.
+4. ``dump``: each query's candidates from each leg, at DUMP_DEPTH, with the nodes they name, in
+   ``<data>/dump/<owner>+<name>.json.gz``. Features are computed from a dump (eval/train_ranker.py) by the
+   same function the search runs (pipelines/features.py), so they can change without searching again.
+
+Usage::
+
+    python -m coderag.eval.ranker_data snapshots --mirror /work/.mirror --out $CODERAG_HISTORY_DIR
+    python -m coderag.eval.ranker_data index
+    python -m coderag.eval.ranker_data queries --data /work/rank --mirror /work/.mirror
+    python -m coderag.eval.ranker_data dump --data /work/rank
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from coderag.eval.history import DEFAULT_YEARS, HISTORY_REPOS, make_snapshot, mine
+from coderag.eval.snapshots import SNAPSHOTS, snapshot_name
+
+DUMP_DEPTH = 50  # deeper than the search's legs go, so a deeper setting can be tried on the same dump
+DOCSTRING_LIMIT = 150  # per repository: commit messages stay the larger part of what is learned
+DOC_MIN_WORDS = 6
+_META = ("file_path", "start_line", "end_line", "symbol", "symbols", "kind", "language")
+_DEFINITION_KINDS = frozenset({"function", "method", "class", "struct", "trait", "interface", "enum", "impl",
+                               "type", "macro", "module"})
+_PY_DOCSTRING = re.compile(r"^[^\n]*\b(?:def|class)\b[^\n]*(?:\n[^\n]*)*?:\s*\n\s*[rRuUbB]?(\"\"\"|''')(.*?)\1", re.S)
+_DOC_MARKER = re.compile(r"^\s*(?:///?!?|/\*\*?|\*/?|#!?|--)\s?")
+_SENTENCE = re.compile(r"(.+?[.!?])(\s|$)")
+_NOT_PROSE = re.compile(r"^\s*(?:@|\\|copyright|license|spdx|todo|fixme|xxx|noinspection|eslint|nolint|type:)", re.I)
+
+
+def snapshot_folder(root: Path, repo: str) -> Path:
+    return root / snapshot_name(repo, HISTORY_REPOS[repo][0])
+
+
+def doc_sentence(text: str, language: str) -> str:
+    """The first sentence of a definition's docstring (Python) or of the comment block it starts with, if it
+    has DOC_MIN_WORDS words and reads as prose; else "".
+
+    >>> doc_sentence('def f(x):\\n    \"\"\"Return the parsed header line, or None.\\n\\n    More.\"\"\"', "python")
+    'Return the parsed header line, or None.'
+    >>> doc_sentence("/// Splits a path into its parts, dropping empty ones.\\nfn split() {}", "rust")
+    'Splits a path into its parts, dropping empty ones.'
+    """
+    if language == "python":
+        m = _PY_DOCSTRING.match(text)
+        doc = m.group(2) if m else ""
+    else:
+        lines = []
+        for line in text.splitlines():
+            if not _DOC_MARKER.match(line):
+                break
+            lines.append(_DOC_MARKER.sub("", line).strip().rstrip("*/").strip())
+        doc = "\n".join(lines)
+    first = " ".join(doc.strip().split("\n\n")[0].split())
+    if not first or _NOT_PROSE.match(first):
+        return ""
+    m = _SENTENCE.match(first)
+    sentence = m.group(1) if m else first
+    return sentence if len(sentence.split()) >= DOC_MIN_WORDS and "<" not in sentence[:1] else ""
+
+
+def docstring_queries(root: Path, repo: str, split: str, limit: int = DOCSTRING_LIMIT) -> list[dict[str, Any]]:
+    """Docstring queries of an indexed snapshot: one per definition whose sentence no other definition has,
+    spread evenly over the definitions found (every n-th), at most `limit`."""
+    from coderag.pipelines.code_index import CodeIndex
+
+    found: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    with CodeIndex.open(root, create=False) as index:
+        for node in index.docstore.docs.values():
+            m = node.metadata
+            if m.get("kind") not in _DEFINITION_KINDS or m.get("is_leaf") is False:
+                continue
+            sentence = doc_sentence(node.get_content(), m.get("language", ""))
+            if sentence:
+                found[sentence.lower()].append({"file_path": m["file_path"], "start_line": int(m["start_line"]),
+                                                "end_line": int(m["end_line"]), "sentence": sentence})
+    unique = sorted((v[0] for v in found.values() if len(v) == 1), key=lambda g: (g["file_path"], g["start_line"]))
+    step = max(1, len(unique) // limit) if unique else 1
+    out = []
+    for g in unique[::step][:limit]:
+        gold = {k: g[k] for k in ("file_path", "start_line", "end_line")}
+        out.append({"id": f"{repo}:doc:{g['file_path']}:{g['start_line']}", "corpus": "history",
+                    "query": g["sentence"], "gold": [gold], "kind": "docstring", "split": split, "repo": repo,
+                    "commit": HISTORY_REPOS[repo][0]})
+    return out
+
+
+def _records(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+def dump_repo(root: Path, queries: list[dict[str, Any]], out: Path, depth: int = DUMP_DEPTH) -> int:
+    """Each query's legs, `depth` deep, and every node they name, in one gzipped JSON file; returns the count."""
+    from coderag.config import load_settings
+    from coderag.eval.runner import apply_overrides
+    from coderag.pipelines.code_index import CodeIndex
+    from coderag.pipelines.search_options import SearchOptions
+
+    settings = apply_overrides(load_settings(root), {"dense_top_k": depth, "sparse_top_k": depth})
+    nodes: dict[str, dict[str, Any]] = {}
+    rows = []
+    with CodeIndex.open(root, settings=settings, create=False) as index:
+        graph = index.engine.graph
+        indexed = set(index.indexed_paths())
+        for q in queries:
+            q = dict(q, gold=[g for g in q["gold"] if g["file_path"] in indexed])
+            if not q["gold"]:
+                continue  # its files are ignored by the index (vendored, generated, too big)
+            req = graph.request(SearchOptions(query=q["query"]))
+            legs = graph.fusion.run_legs(req) if req is not None else {}
+            ranked = {}
+            for leg, found in legs.items():
+                found = sorted(found, key=lambda n: n.score or 0.0, reverse=True)
+                ranked[leg] = [[n.node.node_id, float(n.score or 0.0)] for n in found]
+                for n in found:
+                    if n.node.node_id not in nodes:
+                        nodes[n.node.node_id] = {**{k: n.node.metadata.get(k) for k in _META},
+                                                 "text": n.node.get_content()}
+            rows.append({**q, "legs": ranked})
+    tmp = out.with_suffix(".tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+        json.dump({"nodes": nodes, "queries": rows}, f)
+    tmp.replace(out)
+    return len(rows)
+
+
+def load_dump(path: Path) -> dict[str, Any]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _history_root(arg: str | None) -> Path:
+    return Path(arg) if arg else SNAPSHOTS["history"].folder()
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m coderag.eval.ranker_data", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("snapshots", help="write each repository's pinned snapshot")
+    s.add_argument("--mirror", type=Path, required=True, help="folder of <owner>+<name>/repo bare git dirs")
+    s.add_argument("--out", default=None, help="where the snapshots go (default: $CODERAG_HISTORY_DIR)")
+    i = sub.add_parser("index", help="coderag index every snapshot (slow: the vectors)")
+    i.add_argument("--out", default=None)
+    q = sub.add_parser("queries", help="mine commit queries and docstring queries")
+    q.add_argument("--mirror", type=Path, required=True)
+    q.add_argument("--out", default=None, help="the snapshots' folder (default: $CODERAG_HISTORY_DIR)")
+    q.add_argument("--data", type=Path, required=True, help="folder for queries.jsonl and the dumps")
+    q.add_argument("--years", type=float, default=DEFAULT_YEARS)
+    d = sub.add_parser("dump", help="dump each query's candidates from each leg")
+    d.add_argument("--out", default=None)
+    d.add_argument("--data", type=Path, required=True)
+    d.add_argument("--depth", type=int, default=DUMP_DEPTH)
+    a = p.parse_args(argv)
+    root = _history_root(a.out)
+    repos = list(HISTORY_REPOS)
+    if a.cmd == "snapshots":
+        for n, repo in enumerate(repos, 1):
+            gitdir = a.mirror / repo.replace("/", "+") / "repo"
+            if not gitdir.is_dir():
+                print(f"[{n}/{len(repos)}] {repo}: no git dir at {gitdir} (fetch it first); skipped", file=sys.stderr)
+                continue
+            make_snapshot(gitdir, HISTORY_REPOS[repo][0], snapshot_folder(root, repo))
+            print(f"[{n}/{len(repos)}] {repo}", file=sys.stderr)
+        return 0
+    if a.cmd == "index":
+        for n, repo in enumerate(repos, 1):
+            folder = snapshot_folder(root, repo)
+            if folder.is_dir():
+                print(f"[{n}/{len(repos)}] {repo}", file=sys.stderr, flush=True)
+                subprocess.run([sys.executable, "-m", "coderag.cli", "index", str(folder)], check=True)
+        return 0
+    a.data.mkdir(parents=True, exist_ok=True)
+    if a.cmd == "queries":
+        out = a.data / "queries.jsonl"
+        with out.open("w", encoding="utf-8") as f:
+            for n, repo in enumerate(repos, 1):
+                sha, _, split = HISTORY_REPOS[repo]
+                folder = snapshot_folder(root, repo)
+                gitdir = a.mirror / repo.replace("/", "+") / "repo"
+                if not folder.is_dir() or not gitdir.is_dir():
+                    print(f"[{n}/{len(repos)}] {repo}: no snapshot or git dir; skipped", file=sys.stderr)
+                    continue
+                found, why = mine(repo, gitdir, folder, sha, split, a.years)
+                docs = docstring_queries(folder, repo, split) if (folder / ".coderag").is_dir() else []
+                for rec in found + docs:
+                    f.write(json.dumps(rec) + "\n")
+                print(f"[{n}/{len(repos)}] {repo}: {len(found)} commits, {len(docs)} docstrings; "
+                      f"rejected {dict(sorted(why.counts.items()))}", file=sys.stderr, flush=True)
+        return 0
+    by_repo: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for rec in _records(a.data / "queries.jsonl"):
+        by_repo[rec["repo"]].append(rec)
+    (a.data / "dump").mkdir(exist_ok=True)
+    for n, repo in enumerate(repos, 1):
+        out = a.data / "dump" / (repo.replace("/", "+") + ".json.gz")
+        if out.is_file() or not by_repo.get(repo):
+            continue
+        t0 = time.perf_counter()
+        count = dump_repo(snapshot_folder(root, repo), by_repo[repo], out, a.depth)
+        print(f"[{n}/{len(repos)}] {repo}: {count} queries in {time.perf_counter() - t0:.0f} s", file=sys.stderr,
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""The evidence a request gives about each of its candidates, as one row of numbers per candidate: what the
+learned ranker (pipelines/ranker.py) scores, and what eval/ranker_data.py dumps to train it on.
+
+Computed once per request over the union of the legs' candidates, from nothing but the legs' answers and the
+request: each leg's score and rank; how the query's terms fall on the candidate's fields (its path, its file
+name, the names it defines, its comments, its string literals, its code); whether it defines or uses the names
+the query spells, holds the query as a phrase or prints it as a message; its file's evidence across the pool;
+its role, kind and size; and what kind of query asked (as numbers, never as a branch). A term's weight is its
+inverse frequency in the candidate pool, so a word every candidate holds says nothing.
+
+Examples:
+    >>> from llama_index.core.schema import NodeWithScore, TextNode
+    >>> from coderag.pipelines.search_request import SearchRequest
+    >>> a = TextNode(id_="a", text="def parse_header(line):\\n    return line", metadata={
+    ...     "file_path": "src/http.py", "start_line": 1, "end_line": 2, "kind": "function", "symbol": "parse_header"})
+    >>> ids, rows = candidate_features({"bm25": [NodeWithScore(node=a, score=3.0)]}, SearchRequest("parse_header"))
+    >>> ids, rows[0][FEATURES.index("defines_query_name")], rows[0][FEATURES.index("bm25_share")]
+    (['a'], 1.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from functools import lru_cache
+from typing import Dict, List, Sequence, Tuple
+
+from llama_index.core.schema import NodeWithScore
+
+from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, EXAMPLES, TESTS, file_role, role_asked_for
+from coderag.nodes.keys import END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, START_LINE_KEY, SYMBOL_KEY
+from coderag.nodes.lexical import STOP_WORDS, code_terms, is_pasted_error
+from coderag.nodes.literals import message_coverage
+from coderag.nodes.query_names import is_code_name, uses_name
+from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, chunk_symbols
+from coderag.pipelines.search_request import BM25, DENSE, NAMED, SearchRequest
+
+LEGS = (DENSE, BM25, NAMED)
+ABSENT_RANK = 100  # the rank of a candidate a leg did not return: past any leg's depth
+NON_CODE_LANGUAGES = DOC_LANGUAGES | {"json", "yaml", "toml", "ini", "xml", "html", "css", "scss"}
+CONTAINER_KINDS = frozenset({"class", "struct", "trait", "impl", "interface", "module", "namespace", "enum", "type"})
+PHRASE_MIN_WORDS = 4  # shorter queries are names or keywords: found word for word everywhere they are used
+
+_COMMENT_LINE = re.compile(r"^\s*(?:#|//|/\*|\*|--|;;|\"\"\"|''')")
+_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"|\'((?:[^\'\\\n]|\\.)*)\'|`([^`]*)`')
+_PHRASE_COMMENT = re.compile(r"^[ \t]*(?:/\*\*?|\*/|\*|///?|#+|--|;+)", re.M)
+_PHRASE_EDGES = "`'\" .:;,!?"
+_NOISE_NAMES = re.compile(r"^(changelog|changes|history|news|release[-_ ]?notes|whatsnew|authors|contributors"
+                          r"|code_of_conduct|contributing)([-_.].*)?$", re.I)
+
+QUERY_FEATURES = ("q_words", "q_long", "q_idents", "q_code_idents", "q_definition", "q_usages", "q_pasted_error",
+                  "q_frames", "q_wants_tests", "q_wants_docs", "q_keywords", "q_legs_agree")
+LEG_FEATURES = tuple(f"{leg}_{x}" for leg in LEGS for x in ("share", "rank", "score"))
+FILE_FEATURES = ("file_hits", "file_dense_max", "file_bm25_max", "file_dense_sum", "file_bm25_sum",
+                 "file_dense_rank", "file_bm25_rank", "best_of_file_dense", "best_of_file_bm25", "file_agreed_first",
+                 "file_path_cover")
+FIELD_FEATURES = ("path_cover", "name_cover", "symbol_cover", "comment_cover", "string_cover", "code_cover",
+                  "code_cover_unweighted", "defines_query_name", "uses_query_name", "defines_report_name",
+                  "phrase", "message", "keywords")
+CANDIDATE_FEATURES = ("in_both", "is_test", "is_doc", "is_example", "role_wanted", "non_code", "unnamed_window",
+                      "report_noise", "is_window", "is_section", "is_container", "symbol_depth", "lines")
+FEATURES: Tuple[str, ...] = QUERY_FEATURES + LEG_FEATURES + FILE_FEATURES + FIELD_FEATURES + CANDIDATE_FEATURES
+
+
+def phrase_of(text: str) -> str:
+    """Text as a phrase is matched: lower case, one space between words, comment markers at line starts gone.
+
+    >>> phrase_of(" * Split text into lines\\n * such that  each fits.")
+    'split text into lines such that each fits.'
+    """
+    return " ".join(_PHRASE_COMMENT.sub("", text).split()).lower()
+
+
+def query_phrase(query: str) -> str:
+    """The phrase a sentence-like query would be found as, or "" for fewer than PHRASE_MIN_WORDS words.
+
+    >>> query_phrase('"Replace emoji code in text."'), query_phrase("retry after login")
+    ('replace emoji code in text', '')
+    """
+    phrase = " ".join(query.split()).strip(_PHRASE_EDGES).lower()
+    return phrase if len(phrase.split(" ")) >= PHRASE_MIN_WORDS else ""
+
+
+def is_report_noise(path: str) -> bool:
+    """Files a bug report resembles without being where it is fixed: issue templates, changelogs, release notes."""
+    parts = path.split("/")
+    return (parts[0] in (".github", ".gitlab") or _NOISE_NAMES.match(parts[-1]) is not None
+            or any(p in ("changelog", "changes", "whatsnew", "release-notes", "changelog.d") for p in parts[:-1]))
+
+
+def is_unnamed_window(metadata: dict) -> bool:
+    """A line window that defines no symbol: a piece of a data table, a license, a header's declarations."""
+    return metadata.get(KIND_KEY) == "window" and not metadata.get(SYMBOL_KEY)
+
+
+@lru_cache(maxsize=8192)
+def _fields(text: str, path: str, symbols: Tuple[str, ...]) -> Tuple[frozenset, ...]:
+    """The term sets of a chunk's fields: path, file name, symbols, comments, string literals, all code.
+    Cached on the chunk itself, so a resident owner splits a chunk once however often it is a candidate."""
+    comments, strings = [], []
+    for line in text.splitlines():
+        if _COMMENT_LINE.match(line):
+            comments.append(line)
+    for m in _LITERAL.finditer(text):
+        strings.append(m.group(1) or m.group(2) or m.group(3) or "")
+    name = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    return (frozenset(code_terms(path.replace("/", " "))), frozenset(code_terms(name)),
+            frozenset(code_terms(" ".join(symbols))), frozenset(code_terms("\n".join(comments))),
+            frozenset(code_terms(" ".join(strings))), frozenset(code_terms(text)))
+
+
+def query_terms(text: str) -> List[str]:
+    """The query's distinct terms, stop words left out."""
+    stops = STOP_WORDS
+    return list(dict.fromkeys(t for t in code_terms(text) if t not in stops))
+
+
+def _cover(terms: Sequence[str], weights: Dict[str, float], field: frozenset) -> float:
+    total = sum(weights[t] for t in terms)
+    return sum(weights[t] for t in terms if t in field) / total if total else 0.0
+
+
+def _leg_table(results: Dict[str, List[NodeWithScore]]) -> Dict[str, Dict[str, Tuple[float, int, float]]]:
+    """Per leg: node id -> (share of the leg's best score, rank, score)."""
+    table: Dict[str, Dict[str, Tuple[float, int, float]]] = {}
+    for leg, nodes in results.items():
+        ranked = sorted(nodes, key=lambda n: n.score or 0.0, reverse=True)
+        top = max((ranked[0].score or 0.0) if ranked else 0.0, 0.0)
+        table[leg] = {n.node.node_id: ((max(n.score or 0.0, 0.0) / top) if top > 0 else 0.0, rank, float(n.score or 0.0))
+                      for rank, n in enumerate(ranked)}
+    return table
+
+
+def _defines(metadata: dict, text: str, name: str) -> bool:
+    return chunk_defines(metadata, name) or assigns_at_top_level(text, name)
+
+
+def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchRequest
+                       ) -> Tuple[List[str], List[List[float]]]:
+    """(node ids, one row of FEATURES per node) for the union of the legs' candidates, in first-seen order."""
+    by_id: Dict[str, NodeWithScore] = {}
+    for nodes in results.values():
+        for n in nodes:
+            by_id.setdefault(n.node.node_id, n)
+    ids = list(by_id)
+    if not ids:
+        return [], []
+    legs = _leg_table(results)
+    query = req.query_str
+    names = req.names
+    reading = req.reading
+    wanted = None if reading is not None else role_asked_for(query)
+    terms = query_terms(req.bm25_text)
+
+    fields = {}
+    for nid, n in by_id.items():
+        m = n.node.metadata
+        fields[nid] = _fields(n.node.get_content(), m.get(FILE_PATH_KEY, ""), tuple(chunk_symbols(m)))
+    df = Counter(t for f in fields.values() for t in set(terms) & f[5])
+    pool = len(ids)
+    weights = {t: math.log(1.0 + (pool + 1) / (df.get(t, 0) + 0.5)) for t in terms}
+
+    # File-level evidence across the pool.
+    file_of = {nid: by_id[nid].node.metadata.get(FILE_PATH_KEY, "") for nid in ids}
+    per_file: Dict[str, Dict[str, List[float]]] = {}
+    for nid in ids:
+        f = per_file.setdefault(file_of[nid], {DENSE: [], BM25: []})
+        for leg in (DENSE, BM25):
+            f[leg].append(legs.get(leg, {}).get(nid, (0.0, 0, 0.0))[0])
+    file_rank = {}
+    for leg in (DENSE, BM25):
+        order = sorted(per_file, key=lambda p: max(per_file[p][leg]), reverse=True)
+        file_rank[leg] = {p: (i if max(per_file[p][leg]) > 0 else ABSENT_RANK) for i, p in enumerate(order)}
+    firsts = {leg: min(legs[leg], key=lambda nid: legs[leg][nid][1]) for leg in (DENSE, BM25) if legs.get(leg)}
+    agreed = file_of[firsts[DENSE]] if len(firsts) == 2 and file_of[firsts[DENSE]] == file_of[firsts[BM25]] else None
+    path_cover = {p: _cover(terms, weights, frozenset(code_terms(p.replace("/", " ")))) for p in per_file}
+
+    phrase = query_phrase(query) if reading is None else ""
+    check_message = len(query.split()) >= PHRASE_MIN_WORDS and reading is None
+    idents = list(names.idents)
+    report_names = reading.definitions if reading is not None else []
+    q_row = [len(query.split()), float(reading is not None), len(idents), sum(map(is_code_name, idents)),
+             float(names.definition), float(names.usages), float(is_pasted_error(query)),
+             len(reading.frames) if reading is not None else 0, float(wanted == TESTS), float(wanted == DOCS),
+             len(req.keywords), float(agreed is not None)]
+
+    rows: List[List[float]] = []
+    for nid in ids:
+        node = by_id[nid].node
+        m = node.metadata
+        text = node.get_content()
+        path = file_of[nid]
+        language = m.get(LANGUAGE_KEY, "")
+        role = file_role(path, language)
+        f_path, f_name, f_sym, f_comment, f_string, f_code = fields[nid]
+        row = list(q_row)
+        for leg in LEGS:
+            share, rank, score = legs.get(leg, {}).get(nid, (0.0, ABSENT_RANK, 0.0))
+            row += [share, rank, score]
+        pf = per_file[path]
+        dense_here = legs.get(DENSE, {}).get(nid, (0.0,))[0]
+        bm25_here = legs.get(BM25, {}).get(nid, (0.0,))[0]
+        row += [len(pf[DENSE]), max(pf[DENSE]), max(pf[BM25]), sum(pf[DENSE]), sum(pf[BM25]),
+                file_rank[DENSE][path], file_rank[BM25][path],
+                float(dense_here > 0 and dense_here >= max(pf[DENSE])), float(bm25_here > 0 and bm25_here >= max(pf[BM25])),
+                float(path == agreed), path_cover[path]]
+        defined = sum(1 for i in idents if _defines(m, text, i))
+        used = sum(1 for i in idents if uses_name(text, i)) if idents else 0
+        report_rank = next((i for i, name in enumerate(report_names) if _defines(m, text, name)), None)
+        row += [_cover(terms, weights, f_path), _cover(terms, weights, f_name), _cover(terms, weights, f_sym),
+                _cover(terms, weights, f_comment), _cover(terms, weights, f_string), _cover(terms, weights, f_code),
+                (sum(1 for t in terms if t in f_code) / len(terms)) if terms else 0.0,
+                defined / len(idents) if idents else 0.0, used / len(idents) if idents else 0.0,
+                1.0 / (report_rank + 1) if report_rank is not None else 0.0,
+                float(bool(phrase) and phrase in phrase_of(text)),
+                message_coverage(text, query) if check_message else 0.0,
+                (sum(1 for k in req.keywords if k in text) / len(req.keywords)) if req.keywords else 0.0]
+        kind = m.get(KIND_KEY, "")
+        symbol = m.get(SYMBOL_KEY) or ""
+        start, end = int(m.get(START_LINE_KEY, 1) or 1), int(m.get(END_LINE_KEY, 1) or 1)
+        row += [float(nid in legs.get(DENSE, {}) and nid in legs.get(BM25, {})), float(role == TESTS),
+                float(role == DOCS), float(role == EXAMPLES), float(wanted is not None and role == wanted),
+                float(language in NON_CODE_LANGUAGES), float(is_unnamed_window(m)), float(is_report_noise(path)),
+                float(kind == "window"), float(kind == "section"), float(kind in CONTAINER_KINDS),
+                symbol.count(".") + (1 if symbol else 0), end - start + 1]
+        rows.append(row)
+    return ids, rows

@@ -1,0 +1,79 @@
+"""The learned ranker: a LightGBM lambdarank model over the candidates' features (pipelines/features.py),
+shipped in the package as one JSON file (`MODEL_PATH`) that eval/train_ranker.py writes.
+
+Its raw scores order the candidates; what it returns are those scores turned into a probability over the
+request's candidates (a softmax), so that each candidate's score says how likely it is to be the answer
+and a ratio to the best means the same on every query. The payload's cuts read those ratios.
+
+The file holds the booster (LightGBM's own text format), the feature names it was trained on (checked against
+FEATURES when loaded: a model trained on other features is refused, never silently misread) and how it was made.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, List, Sequence
+
+from coderag.errors import CodeRagError
+from coderag.pipelines.features import FEATURES
+
+MODEL_PATH = Path(__file__).resolve().parent / "ranker_model.json"
+
+
+class RankerModelError(CodeRagError):
+    """The ranker's model file is missing, unreadable or made for other features."""
+
+
+class LearnedRanker:
+    """Scores the rows of FEATURES of one request's candidates."""
+
+    def __init__(self, booster: Any, info: dict) -> None:
+        self.booster = booster
+        self.info = info
+
+    def raw_scores(self, rows: Sequence[Sequence[float]]) -> List[float]:
+        import numpy as np
+
+        if not rows:
+            return []
+        return self.booster.predict(np.asarray(rows, dtype=np.float64)).tolist()
+
+    def scores(self, rows: Sequence[Sequence[float]]) -> List[float]:
+        """Each candidate's probability of being the answer among this request's candidates."""
+        raw = self.raw_scores(rows)
+        if not raw:
+            return []
+        top = max(raw)
+        exp = [math.exp(s - top) for s in raw]
+        total = sum(exp)
+        return [e / total for e in exp]
+
+
+@lru_cache(maxsize=4)
+def load_ranker(path: Path = MODEL_PATH) -> LearnedRanker:
+    """The model at `path`, loaded once per process."""
+    import lightgbm as lgb
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RankerModelError(f"Cannot read the ranker model {path}: {exc}. Reinstall coderag, or rebuild the "
+                               f"model with `coderag eval train-ranker`, or set retrieval.ranker: rules.") from exc
+    if list(doc.get("features", [])) != list(FEATURES):
+        raise RankerModelError(f"The ranker model {path} was trained on other features than this coderag computes. "
+                               f"Rebuild it with `coderag eval train-ranker`, or set retrieval.ranker: rules.")
+    return LearnedRanker(lgb.Booster(model_str=doc["booster"]), doc.get("info", {}))
+
+
+def save_model(booster: Any, path: Path, info: dict) -> Path:
+    """Write `booster` and `info` as a model file (atomically: a search never reads half a file)."""
+    path = Path(path)
+    doc = {"features": list(FEATURES), "info": info, "booster": booster.model_to_string()}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc), encoding="utf-8")
+    tmp.replace(path)
+    load_ranker.cache_clear()
+    return path
