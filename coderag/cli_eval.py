@@ -107,3 +107,20 @@ def eval_command(dataset: str, variants: str, max_tokens: int, out: Path | None,
         click.echo(f"chart: {files['chart']}", err=True)
     else:
         click.echo('chart skipped: matplotlib is not installed (pip install matplotlib)', err=True)
+
+
+@click.command("train-ranker")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder made by `python -m coderag.eval.ranker_data` (queries.jsonl and dump/).")
+@click.option("--folds", type=click.IntRange(min=2), default=5, show_default=True,
+              help="Cross-validation folds; a repository is never split between folds.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Model file to write (default: the one shipped in the package).")
+@click.option("--no-write", is_flag=True, help="Report only; leave the model file as it is.")
+def train_ranker_command(data: Path, folds: int, out: Path | None, no_write: bool) -> None:
+    """Rebuild the learned ranker from mined queries: cross-validation by repository, then a report on the
+    held-out repositories beside the rules and each leg (eval/README.md says how the data is made)."""
+    from coderag.eval.train_ranker import main as train_main
+
+    args = ["--data", str(data), "--folds", str(folds)] + (["--out", str(out)] if out else [])
+    raise SystemExit(train_main(args + (["--no-write"] if no_write else [])))

@@ -40,7 +40,7 @@ MIN_SUBJECT_WORDS = 5
 MAX_SOURCE_FILES = 3
 MAX_QUERY_CHARS = 2000  # a body past this is a changelog or a template pasted in, not a description
 MIN_LINE_CHARS = 8  # shorter lines (`}`, `return`, `end`) occur everywhere and locate nothing
-DEFAULT_YEARS = 3.0
+DEFAULT_YEARS = 5.0
 
 CODE_LANGUAGES = frozenset({"python", "javascript", "typescript", "tsx", "go", "rust", "java", "c", "cpp",
                             "csharp", "ruby", "php", "kotlin", "scala", "swift", "lua"})
@@ -129,8 +129,8 @@ def clean_message(message: str) -> str:
                      or (_TRAILER.match(lines[-1].strip()) and len(lines) > 1)):
         lines.pop()  # the trailer block at the end
     text = "\n".join(line for line in lines if not _TRAILER_KEYS.match(line.strip()))
-    text = _NOISE_LINES.sub("", _REFS.sub("", text))
-    text = _CLOSE_WORDS.sub("", text)
+    text = _CLOSE_WORDS.sub("", _NOISE_LINES.sub("", _REFS.sub("", text)))
+    text = "\n".join(line for line in text.split("\n") if not line.strip() or re.search(r"\w", line))
     paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text)]
     out = "\n\n".join(p for p in paragraphs if p)
     return out[:MAX_QUERY_CHARS].rsplit(" ", 1)[0] if len(out) > MAX_QUERY_CHARS else out

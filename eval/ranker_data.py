@@ -8,7 +8,8 @@ Four steps, each a subcommand, each resumable (a finished repository is skipped)
 2. ``index``: ``coderag index`` of every snapshot (vectors and all; the slow step: minutes per repository).
 3. ``queries``: the commit queries of eval/history.py, and docstring queries from the index (the first
    sentence of a definition's leading doc comment or docstring, DOCSTRING_LIMIT per repository), as dataset
-   records (eval/datasets.py) in ``<data>/queries.jsonl``.
+   records (eval/datasets.py) in ``<data>/queries/<owner>+<name>.jsonl``; ``heldout`` joins those of the
+   held-out repositories in ``<data>/heldout.jsonl``, a dataset ``coderag eval --dataset`` reads.
 4. ``dump``: each query's candidates from each leg, at DUMP_DEPTH, with the nodes they name, in
    ``<data>/dump/<owner>+<name>.json.gz``. Features are computed from a dump (eval/train_ranker.py) by the
    same function the search runs (pipelines/features.py), so they can change without searching again.
@@ -34,11 +35,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from coderag.eval.history import DEFAULT_YEARS, HISTORY_REPOS, make_snapshot, mine
+from coderag.eval.history import DEFAULT_YEARS, HELDOUT, HISTORY_REPOS, make_snapshot, mine
 from coderag.eval.snapshots import SNAPSHOTS, snapshot_name
 
 DUMP_DEPTH = 50  # deeper than the search's legs go, so a deeper setting can be tried on the same dump
-DOCSTRING_LIMIT = 150  # per repository: commit messages stay the larger part of what is learned
+DOCSTRING_LIMIT = 200  # per repository: enough to teach what a docstring query looks like, not to outweigh commits
 DOC_MIN_WORDS = 6
 _META = ("file_path", "start_line", "end_line", "symbol", "symbols", "kind", "language")
 _DEFINITION_KINDS = frozenset({"function", "method", "class", "struct", "trait", "interface", "enum", "impl",
@@ -106,6 +107,18 @@ def docstring_queries(root: Path, repo: str, split: str, limit: int = DOCSTRING_
     return out
 
 
+def queries_file(data: Path, repo: str) -> Path:
+    return data / "queries" / (repo.replace("/", "+") + ".jsonl")
+
+
+def _write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for rec in records:
+            f.write(json.dumps(rec) + "\n")
+    tmp.replace(path)
+
+
 def _records(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as f:
         for line in f:
@@ -170,6 +183,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     q.add_argument("--out", default=None, help="the snapshots' folder (default: $CODERAG_HISTORY_DIR)")
     q.add_argument("--data", type=Path, required=True, help="folder for queries.jsonl and the dumps")
     q.add_argument("--years", type=float, default=DEFAULT_YEARS)
+    h = sub.add_parser("heldout", help="write the held-out repositories' queries as one dataset file")
+    h.add_argument("--data", type=Path, required=True)
+    h.add_argument("--out", default=None)
     d = sub.add_parser("dump", help="dump each query's candidates from each leg")
     d.add_argument("--out", default=None)
     d.add_argument("--data", type=Path, required=True)
@@ -195,32 +211,36 @@ def main(argv: Iterable[str] | None = None) -> int:
         return 0
     a.data.mkdir(parents=True, exist_ok=True)
     if a.cmd == "queries":
-        out = a.data / "queries.jsonl"
-        with out.open("w", encoding="utf-8") as f:
-            for n, repo in enumerate(repos, 1):
-                sha, _, split = HISTORY_REPOS[repo]
-                folder = snapshot_folder(root, repo)
-                gitdir = a.mirror / repo.replace("/", "+") / "repo"
-                if not folder.is_dir() or not gitdir.is_dir():
-                    print(f"[{n}/{len(repos)}] {repo}: no snapshot or git dir; skipped", file=sys.stderr)
-                    continue
-                found, why = mine(repo, gitdir, folder, sha, split, a.years)
-                docs = docstring_queries(folder, repo, split) if (folder / ".coderag").is_dir() else []
-                for rec in found + docs:
-                    f.write(json.dumps(rec) + "\n")
-                print(f"[{n}/{len(repos)}] {repo}: {len(found)} commits, {len(docs)} docstrings; "
-                      f"rejected {dict(sorted(why.counts.items()))}", file=sys.stderr, flush=True)
+        (a.data / "queries").mkdir(exist_ok=True)
+        for n, repo in enumerate(repos, 1):
+            sha, _, split = HISTORY_REPOS[repo]
+            folder = snapshot_folder(root, repo)
+            gitdir = a.mirror / repo.replace("/", "+") / "repo"
+            out = queries_file(a.data, repo)
+            if out.is_file():
+                continue
+            if not (folder / ".coderag").is_dir() or not gitdir.is_dir():
+                print(f"[{n}/{len(repos)}] {repo}: no indexed snapshot or git dir; skipped", file=sys.stderr)
+                continue
+            found, why = mine(repo, gitdir, folder, sha, split, a.years)
+            docs = docstring_queries(folder, repo, split)
+            _write_jsonl(out, found + docs)
+            print(f"[{n}/{len(repos)}] {repo}: {len(found)} commits, {len(docs)} docstrings; "
+                  f"rejected {dict(sorted(why.counts.items()))}", file=sys.stderr, flush=True)
         return 0
-    by_repo: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for rec in _records(a.data / "queries.jsonl"):
-        by_repo[rec["repo"]].append(rec)
+    if a.cmd == "heldout":
+        records = [rec for repo in repos if HISTORY_REPOS[repo][2] == HELDOUT and queries_file(a.data, repo).is_file()
+                   for rec in _records(queries_file(a.data, repo))]
+        _write_jsonl(a.data / "heldout.jsonl", records)
+        print(f"wrote {len(records)} queries to {a.data / 'heldout.jsonl'}", file=sys.stderr)
+        return 0
     (a.data / "dump").mkdir(exist_ok=True)
     for n, repo in enumerate(repos, 1):
         out = a.data / "dump" / (repo.replace("/", "+") + ".json.gz")
-        if out.is_file() or not by_repo.get(repo):
+        if out.is_file() or not queries_file(a.data, repo).is_file():
             continue
         t0 = time.perf_counter()
-        count = dump_repo(snapshot_folder(root, repo), by_repo[repo], out, a.depth)
+        count = dump_repo(snapshot_folder(root, repo), list(_records(queries_file(a.data, repo))), out, a.depth)
         print(f"[{n}/{len(repos)}] {repo}: {count} queries in {time.perf_counter() - t0:.0f} s", file=sys.stderr,
               flush=True)
     return 0

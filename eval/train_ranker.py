@@ -74,13 +74,14 @@ def query_rows(dump: dict[str, Any], settings) -> Iterable[QueryRows]:
     from llama_index.core.schema import NodeWithScore, TextNode
 
     from coderag.eval.legs import _fusion
+    from coderag.eval.runner import apply_overrides
     from coderag.nodes.query_reader import read_query
     from coderag.pipelines.features import candidate_features
     from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
 
     r = settings.retrieval
     depth = {DENSE: r.dense_top_k, BM25: r.sparse_top_k}
-    fusion = _fusion(settings)
+    fusion = _fusion(apply_overrides(settings, {"ranker": "rules"}))
     nodes = dump["nodes"]
     made: dict[str, TextNode] = {}
 

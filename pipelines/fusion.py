@@ -19,6 +19,7 @@ from coderag.nodes.literals import message_coverage
 from coderag.nodes.lexical import is_pasted_error
 from coderag.nodes.query_names import uses_name
 from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, defines_symbol
+from coderag.pipelines.ranker import LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO
 from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
 
@@ -28,13 +29,16 @@ DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weigh
 # the chunk one leg ranked first by far; the scores say how far. A long report and a query about one name
 # keep RRF (`mode_for`): their boosts were set on ranks (eval/RESULTS.md, session 14).
 SCORES, RRF = "scores", "rrf"
+# The learned ranker (pipelines/ranker.py) replaces the fusion and every boost below; its scores are
+# probabilities over the request's candidates. `ranker=rules` keeps the hand-set fusion to compare against.
+LEARNED, RULES = "learned", "rules"
 DEFAULT_SCORE_POWER = 3.0
 # The ratios to the best fused score at which a payload lists candidate lines (postprocessors/candidates.py),
 # on each fusion's scale: a second file within FLAT_RATIO of the best means the engine is not sure (64% of
 # the natural questions on both scales), and a place under FLOOR_RATIO is not worth a line (80% of a top 40
 # stay above it on both).
-FLAT_RATIO = {RRF: 0.87, SCORES: 0.62}
-FLOOR_RATIO = {RRF: 0.3, SCORES: 0.06}
+FLAT_RATIO = {RRF: 0.87, SCORES: 0.62, LEARNED: LEARNED_FLAT_RATIO}
+FLOOR_RATIO = {RRF: 0.3, SCORES: 0.06, LEARNED: LEARNED_FLOOR_RATIO}
 DEFAULT_DEFINITION_BOOST = 0.5
 # A query that is one name (`DEFAULT_STYLES`, "where is MAX_RETRIES defined") asks for its definition, and
 # "who calls parse_header" for the places that use it. Such a query is fused on ranks (`mode_for`). Under weighted
@@ -134,7 +138,8 @@ class WeightedFusionRetriever(QueryFusionRetriever):
                  tests_docs_weight: float = 1.0, noise_weight: float = 1.0, non_code_weight: float = 1.0,
                  unnamed_window_weight: float = 1.0,
                  file_evidence: float = 0.0, leg_agreement: bool = True, similarity_top_k: int = 20,
-                 prepare: Optional[Callable[[QueryBundle], SearchRequest]] = None) -> None:
+                 prepare: Optional[Callable[[QueryBundle], SearchRequest]] = None, ranker: str = LEARNED,
+                 ranker_model: Optional[str] = None) -> None:
         from llama_index.core.llms import MockLLM
 
         # An LLM it never calls (one query, no rewriting), given so that core does not resolve `Settings.llm`
@@ -157,11 +162,18 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         self.phrase_boost = phrase_boost
         self.definition_boost = definition_boost
         self.prepare = prepare or as_request
+        if ranker not in (LEARNED, RULES):
+            raise ValueError(f"ranker must be {LEARNED!r} or {RULES!r}, not {ranker!r}")
+        self.ranker, self.ranker_model = ranker, ranker_model
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         req = query_bundle if isinstance(query_bundle, SearchRequest) else self.prepare(query_bundle)
         results = self.run_legs(req)
         return self.fuse(results, req)[: req.top_k or self.similarity_top_k]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
+        # Core's async path fuses the legs by its own unweighted rank fusion; this one answers as the sync one.
+        return self._retrieve(query_bundle)
 
     def run_legs(self, req: SearchRequest) -> Dict[str, List[NodeWithScore]]:
         """The dense leg's query embedding starts first, in the embedding model's helper process when it
@@ -201,10 +213,13 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         return vec
 
     def mode_for(self, req: SearchRequest) -> str:
-        """The fusion a request gets: the retriever's for a question; RRF for a long report and for a query
+        """The scale a request's scores are on: LEARNED under the learned ranker; with the rules, the retriever's
+        fusion for a question; RRF for a long report and for a query
         about one name ("parse_header", "who calls parse_header"), whose boosts (the report's frames, the
         name's definition or uses, NAME_QUERY_BOOST) were set against ranks. Fused on scores, the query
         generators' name questions lost 3-16 points of R@1 (eval/RESULTS.md, session 14)."""
+        if self.ranker == LEARNED:
+            return LEARNED
         if req.reading is not None or req.names.definition or req.names.usages:
             return RRF
         return self.fusion
@@ -214,6 +229,10 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         damping; then the file both legs put first, if they agree, keeps the first place."""
         t0 = time.perf_counter()
         mode = self.mode_for(req)
+        if mode == LEARNED:
+            out = self._learned(results, req)
+            req.timings["fusion_ms"] = (time.perf_counter() - t0) * 1000
+            return out
         weights = self._leg_weights(results, req, mode)
         total_weight = sum(weights.values()) or 1.0
         base: Dict[str, float] = {}
@@ -236,6 +255,25 @@ class WeightedFusionRetriever(QueryFusionRetriever):
                for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True)]
         req.timings["fusion_ms"] = (time.perf_counter() - t0) * 1000
         return out
+
+    def _learned(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> List[NodeWithScore]:
+        """The candidates ordered by the learned ranker's probabilities (pipelines/ranker.py). A caller's
+        keywords say what it wants, beyond what any query taught the model: they multiply the probabilities as
+        they multiply the scores of the score fusion."""
+        from coderag.pipelines.features import candidate_features
+        from coderag.pipelines.ranker import MODEL_PATH, load_ranker
+
+        ids, rows = candidate_features(results, req)
+        probs = load_ranker(self.ranker_model or MODEL_PATH).scores(rows)
+        by_id = {n.node.node_id: n for nodes in results.values() for n in nodes}
+        scored = dict(zip(ids, probs))
+        if req.keywords:
+            for nid in ids:
+                text = by_id[nid].node.get_content()
+                hits = sum(1 for k in req.keywords if k in text)
+                scored[nid] *= (1.0 + self.keyword_boost * hits / len(req.keywords)) ** self.score_power
+        return [NodeWithScore(node=by_id[nid].node, score=score)
+                for nid, score in sorted(scored.items(), key=lambda kv: kv[1], reverse=True)]
 
     def _shares(self, nodes: List[NodeWithScore], mode: str) -> Dict[str, float]:
         """Each of one leg's candidates' share, best first: (score / best score) ** score_power, or for RRF

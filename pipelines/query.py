@@ -122,7 +122,8 @@ class SearchEngine:
     def search(self, opts: SearchOptions, freshness: Optional[str] = None) -> tuple[SearchResults, set[str]]:
         """Answer one request: (the payload, the files of its candidates that changed since indexing).
         `freshness` overrides the payload's freshness note when no file is stale."""
-        from coderag.pipelines.fusion import SCORES
+        from coderag.pipelines.fusion import LEARNED, SCORES
+        from coderag.pipelines.ranker import LEARNED_CUT_RATIO
         from coderag.postprocessors.lines import LineSource
 
         t0 = time.perf_counter()
@@ -145,7 +146,9 @@ class SearchEngine:
         total = len(nodes)
         pool = nodes  # every place found: what is not shown in full may be listed as a candidate line
         mode = self.graph.fusion.mode_for(req) if req is not None else r.fusion
-        if req is not None and req.reading is not None:
+        if mode == LEARNED:
+            cut_ratio = LEARNED_CUT_RATIO  # one calibrated scale for every kind of query
+        elif req is not None and req.reading is not None:
             # A report's best chunk carries boosts (the traceback's functions, the named files) that would cut
             # the rest of the right file: a long query fills the budget (RESULTS.md, session 9).
             cut_ratio = r.report_cut_ratio

@@ -21,6 +21,13 @@ from coderag.errors import CodeRagError
 from coderag.pipelines.features import FEATURES
 
 MODEL_PATH = Path(__file__).resolve().parent / "ranker_model.json"
+# The payload's cuts, as ratios to the best candidate's probability (eval/RESULTS.md, the ranker's rows):
+# results below LEARNED_CUT_RATIO x the best are dropped before packing; a second file within
+# LEARNED_FLAT_RATIO of the best means the ranker is unsure (more candidate lines, fewer long blocks); a place
+# below LEARNED_FLOOR_RATIO is not worth a candidate line.
+LEARNED_CUT_RATIO = 0.15
+LEARNED_FLAT_RATIO = 0.62
+LEARNED_FLOOR_RATIO = 0.06
 
 
 class RankerModelError(CodeRagError):

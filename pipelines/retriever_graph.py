@@ -24,7 +24,7 @@ def fusion_of(settings, legs: dict, prepare: Optional[Callable] = None):
         keyword_boost=r.keyword_boost, phrase_boost=r.phrase_boost, tests_docs_weight=r.tests_docs_weight,
         unnamed_window_weight=r.unnamed_window_weight, noise_weight=r.report_noise_weight,
         non_code_weight=r.report_non_code_weight, file_evidence=r.report_file_evidence,
-        leg_agreement=r.leg_agreement, similarity_top_k=r.fusion_top_k, prepare=prepare)
+        leg_agreement=r.leg_agreement, similarity_top_k=r.fusion_top_k, prepare=prepare, ranker=r.ranker)
 
 
 class RetrieverGraph:

@@ -1,4 +1,4 @@
-"""What WeightedFusionRetriever.fuse does beyond summing the legs, on synthetic leg outputs: the first place
+"""What the rules variant of WeightedFusionRetriever.fuse (`retrieval.ranker: rules`) does beyond summing the legs, on synthetic leg outputs: the first place
 goes to the file both legs put first; windows that define nothing weigh less for a question; a leg's clear
 first counts."""
 
@@ -16,6 +16,7 @@ from coderag.pipelines.search_request import BM25, DENSE, NAMED, SearchRequest
 
 def _fusion(agreement: bool = True, unnamed: float | None = None):
     settings = Settings()
+    settings.retrieval.ranker = "rules"  # these are the rules' behaviours, kept as a variant to compare against
     settings.retrieval.leg_agreement = agreement
     if unnamed is not None:
         settings.retrieval.unnamed_window_weight = unnamed

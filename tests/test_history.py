@@ -1,0 +1,87 @@
+"""Mining labelled queries from a real git history (eval/history.py): which commits describe their change,
+what their query says, and which lines of the snapshot are their gold."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from coderag.eval.history import clean_message, describes_change, make_snapshot, mine
+
+APP_V1 = '''\
+def login(user, password):
+    return check(user, password)
+
+
+def check(user, password):
+    return user == "admin"
+'''
+APP_V2 = '''\
+def login(user, password, retries=3):
+    for attempt in range(retries):
+        if check(user, password):
+            return True
+    return False
+
+
+def check(user, password):
+    return user == "admin"
+'''
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com", "GIT_COMMITTER_NAME": "Dev",
+           "GIT_COMMITTER_EMAIL": "dev@example.com", "HOME": str(repo), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def _commit(repo: Path, files: dict[str, str], message: str, author: str = "Dev") -> str:
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text, encoding="utf-8")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", message, f"--author={author} <{author.lower()}@example.com>")
+    return _git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_history_mines_the_commits_that_describe_a_change_with_the_lines_they_added(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _commit(repo, {"src/app.py": APP_V1, "README.md": "# app\n", "pyproject.toml": "[project]\nversion='1'\n"},
+            "Add the first version of the login flow")
+    wanted = _commit(repo, {"src/app.py": APP_V2, "tests/test_app.py": "def test_login(): pass\n",
+                            "CHANGES.md": "retries\n"},
+                     "Retry the login a few times before giving up (#42)\n\nA flaky store made users log in "
+                     "twice.\n\nSigned-off-by: Dev <dev@example.com>")
+    _commit(repo, {"pyproject.toml": "[project]\nversion='2'\n", "src/app.py": APP_V2 + "\n"},
+            "Bump version to 2.0 for the release")
+    _commit(repo, {"src/app.py": APP_V2 + "\n# end\n", "pyproject.toml": "[project]\nversion='3'\n"},
+            "Change the login module and the project file together")  # a config file beside: not described
+    _commit(repo, {"src/app.py": APP_V2 + "\n# end\n# more\n"}, "Update the login module as the bot wants it",
+            author="renovate[bot]")
+    head = _git(repo, "rev-parse", "HEAD").strip()
+    snapshot = make_snapshot(repo / ".git", head, tmp_path / "snap")
+
+    pairs, why = mine("dev/app", repo / ".git", snapshot, head, "train", years=1)
+
+    assert [p["id"] for p in pairs] == [f"dev/app@{wanted[:12]}"]
+    pair = pairs[0]
+    assert pair["query"] == "Retry the login a few times before giving up\n\nA flaky store made users log in twice."
+    assert pair["kind"] == "commit" and pair["split"] == "train" and pair["commit"] == head
+    # The five lines the commit added, as the snapshot numbers them (1-based, inclusive); `check`, which it
+    # left alone, is not gold.
+    assert pair["gold"] == [{"file_path": "src/app.py", "start_line": 1, "end_line": 5}]
+    # The first commit and the fourth change the project file beside the code.
+    assert why.counts == {"message": 1, "other files": 2, "bot": 1}
+    assert (snapshot / "src/app.py").read_text() == APP_V2 + "\n# end\n# more\n"
+
+
+def test_history_reads_only_describing_subjects_and_cleans_messages() -> None:
+    assert not describes_change("Fix typo in the parser docs here")
+    assert not describes_change("chore(deps): update rust crate serde to v1.0.200")
+    assert not describes_change("Revert \"Add retries to the login flow\"")
+    assert not describes_change("Run black over the whole code base")
+    assert describes_change("fix(router): match a trailing slash on mounted routes")
+    assert clean_message("Handle empty input in the tokenizer\n\nFixes #12.\nCloses: #13\nCo-authored-by: A <a@b>") \
+        == "Handle empty input in the tokenizer"
