@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from coderag.cli_eval import eval_command
+from coderag.cli_eval import eval_command, train_ranker_command
 from coderag.errors import CodeRagError, IndexLockedError
 from coderag.lock import DEFAULT_WAIT_S
 
@@ -385,6 +385,7 @@ def status(path: Path) -> None:
 
 
 main.add_command(eval_command)  # its own module: the eval's options and wiring
+main.add_command(train_ranker_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

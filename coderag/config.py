@@ -72,6 +72,7 @@ class RetrievalSettings(_Section):
     embed_process: bool = Field(default=True, description="Resident processes (coderag mcp/serve, CodeIndex.warm_up) embed queries in a helper process, overlapped with the BM25 leg (~100 MB more memory).")
     dense_top_k: int = Field(default=25, ge=1, le=1000, description="Candidates from the dense leg.")
     sparse_top_k: int = Field(default=30, ge=1, le=1000, description="Candidates from the BM25 leg.")
+    ranker: Literal["learned", "rules"] = Field(default="learned", description="How candidates are ordered: `learned`, the LightGBM ranker shipped in the package (pipelines/ranker.py, trained on mined commit messages by `coderag eval train-ranker`); `rules`, the hand-set fusion below (fusion, weights and boosts), kept to compare against.")
     fusion: Literal["scores", "rrf"] = Field(default="scores", description="How a question's candidates are combined: `scores`, each leg's score over its best score, raised to score_power, weighted (score_dense_weight, sparse_weight) and summed; `rrf`, weighted reciprocal rank fusion (k=60, dense_weight). Long reports and queries about one name always use RRF.")
     score_power: float = Field(default=3.0, gt=0.0, le=16.0, description="Score fusion: the power of each leg's score over its best score (higher: a leg's clear first counts for more).")
     score_dense_weight: float = Field(default=1.75, ge=0.0, description="Score fusion: weight of the dense leg.")
