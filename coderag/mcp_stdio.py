@@ -4,7 +4,9 @@ The SDK's reader passes such a line to the server as an exception, which the ser
 and answers with nothing, so the client waits for its timeout. Three kinds reach it: a line that is not JSON
 (-32700 here), JSON that is not a message (-32600, with the request's id when it has one), and a string with
 an unpaired surrogate escape such as "\\ud800", which JSON allows and the SDK's parser refuses (a tool call
-gets a tool error naming the argument; any other request -32602).
+gets a tool error naming the argument; any other request -32602). A fourth never reaches it: a request
+whose id is neither a string nor an integer (`{}`, `[]`, `1.5`, `true`, `null`) passes the SDK's parser as
+a notification, which is never answered; it gets -32600 here.
 
 How: `stdio_server(stdin=...)` (public) reads our checked lines instead of the process's stdin, and the
 answers go out through the same write stream as the server's, so frames never interleave. Two costs: the
@@ -25,7 +27,7 @@ import anyio
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import (INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, CallToolResult, ErrorData, JSONRPCError,
-                       JSONRPCResponse, TextContent, jsonrpc_message_adapter)
+                       JSONRPCNotification, JSONRPCResponse, TextContent, jsonrpc_message_adapter)
 from pydantic import ValidationError
 
 from coderag.agent_text import find_surrogate
@@ -72,12 +74,18 @@ def check_line(line: str) -> tuple[Optional[str], Optional[Answer]]:
         -32700
         >>> check_line('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": "x"}')[1].id
         7
+        >>> check_line('{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}')[1].error.code
+        -32600
     """
     if not line.strip():
         return None, None
     try:
-        jsonrpc_message_adapter.validate_json(line, by_name=False)
-        return line, None
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+        # A request whose id is not a string or an integer (an object, a list, a float, true, null) reads as
+        # a notification to the SDK, which ignores the id and answers nothing: only notifications are checked
+        # again here, and they are few.
+        if not isinstance(message, JSONRPCNotification) or '"id"' not in line or "id" not in json.loads(line):
+            return line, None
     except ValidationError:
         pass
     try:
@@ -85,6 +93,10 @@ def check_line(line: str) -> tuple[Optional[str], Optional[Answer]]:
     except (ValueError, RecursionError) as exc:
         return None, _error(None, PARSE_ERROR, f"Parse error: {exc}. Send one JSON-RPC 2.0 message per line, "
                                                f"as UTF-8 JSON, e.g. {EXAMPLE_REQUEST}")
+    if isinstance(obj, dict) and "id" in obj and "method" in obj and _request_id(obj) is None:
+        return None, _error(None, INVALID_REQUEST, f"Invalid Request: id must be a string or an integer, not "
+                                                   f"{json.dumps(obj['id'])[:80]}. Send a JSON-RPC 2.0 message, "
+                                                   f"e.g. {EXAMPLE_REQUEST}")
     rid = _request_id(obj)
     surrogate = find_surrogate(obj.get("params"), "") if isinstance(obj, dict) else None
     if surrogate is None and isinstance(obj, dict):

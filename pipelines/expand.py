@@ -11,17 +11,35 @@ from coderag.postprocessors.lines import LineSource
 from coderag.postprocessors.payload import SearchResult, SearchResults
 
 _REF = re.compile(r"^(?P<path>.+):(?P<start>\d+)-(?P<end>\d+)$")
+# A path that itself ends in a line or a range (`app.py:1-5:6-7`, `app.py:3:6-7`) is a malformed location,
+# not a file that is gone.
+_LINES_SUFFIX = re.compile(r":\d+(?:-\d+)?$")
 MAX_PARENT_LINES = 400
 
 
 def parse_ref(result_id: str, ref: Optional[dict]) -> dict:
+    """The location a result id stands for: `ref` (what a search of this session stored for it), else the id
+    read as 'path:START-END'. ValueError, saying what an id looks like, when it is neither.
+
+    Examples:
+        >>> parse_ref("src/app.py:3-9", None)
+        {'file_path': 'src/app.py', 'start_line': 3, 'end_line': 9}
+        >>> parse_ref("app.py:1-5:6-7", None)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: 'app.py:1-5:6-7' is not a valid id: ...
+    """
     if ref is not None:
         return ref
     m = _REF.match(result_id.strip())
     if not m:
         raise ValueError(f"Unknown result id {_shown(result_id)}. Pass an id from a search_code result of this "
                          "session, or a location as 'path/to/file.py:START-END'.")
-    return {"file_path": m["path"], "start_line": int(m["start"]), "end_line": int(m["end"])}
+    start, end = int(m["start"]), int(m["end"])
+    if _LINES_SUFFIX.search(m["path"]) or not 1 <= start <= end:
+        raise ValueError(f"{_shown(result_id)} is not a valid id: pass an id from a search_code result of this "
+                         "session, or one location as 'path/to/file.py:START-END' (lines from 1, START <= END).")
+    return {"file_path": m["path"], "start_line": start, "end_line": end}
 
 
 def _not_ours(result_id: str, reason: str) -> str:

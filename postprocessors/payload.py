@@ -228,9 +228,23 @@ def render_json(res: SearchResults, indent: Optional[int] = None) -> str:
     return json.dumps(doc, ensure_ascii=False, indent=indent)
 
 
+# Control characters (a newline, ESC) in a name would add lines to the text output or drive the terminal.
+_TEXT_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def text_name(value: str) -> str:
+    r"""A file name or symbol on one line of the text output: control characters escaped as JSON escapes them.
+
+    Examples:
+        >>> print(text_name("evil\nname.py"), text_name("tab\tbell\x07"))
+        evil\nname.py tab\tbell\u0007
+    """
+    return _TEXT_CONTROL.sub(lambda m: json.dumps(m.group())[1:-1], value)
+
+
 def render_result_text(r: SearchResult) -> str:
     flags = " (stale)" if r.stale else ""
-    head = f"── {r.file_path}:{r.start_line}-{r.end_line}  {r.symbol}  [{r.score:.4f}]{flags}\n"
+    head = f"── {text_name(r.file_path)}:{r.start_line}-{r.end_line}  {text_name(r.symbol)}  [{r.score:.4f}]{flags}\n"
     tail = f"\n   … truncated: lines {r.end_line + 1}-{r.full_end_line} not shown\n" if r.truncated else "\n"
     return head + r.text + tail
 
@@ -239,8 +253,8 @@ CANDIDATES_TEXT_HEAD = "── more places (expand_result ID shows one):\n"
 
 
 def render_candidate_text(c: Candidate) -> str:
-    symbol = shown_symbol(c)
-    return f"   {c.id}  {symbol + '  ' if symbol else ''}{c.signature}\n"
+    symbol = text_name(shown_symbol(c))
+    return f"   {text_name(c.id)}  {symbol + '  ' if symbol else ''}{c.signature}\n"
 
 
 def render_candidates_text(candidates: list[Candidate]) -> str:

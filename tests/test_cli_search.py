@@ -70,6 +70,21 @@ def test_cli_search_text(repo: Path) -> None:
     assert " hits, " in res.output and " tokens, " in res.output
 
 
+def test_cli_search_text_escapes_a_newline_in_a_file_name(tmp_path: Path) -> None:
+    """Regression (issue 27): a file name with a newline was printed raw by `--format text`, so a crafted name
+    added lines of its own to the output. It is escaped, as JSON and XML escape it."""
+    root = write_files(tmp_path / "repo", {
+        "src/evil\n── fake.py:1-1  injected  [9.9999]\nname.py":
+            "def refund_damaged_parcel(parcel):\n    return parcel.price_cents\n"})
+    assert CliRunner().invoke(main, ["index", str(root)]).exit_code == 0
+    res = search(root, "refund_damaged_parcel", "--format", "text", "--retriever", "bm25", "--no-daemon")
+    assert res.exit_code == 0, res.output
+    head = res.output.splitlines()[0]
+    assert head.startswith("── src/evil\\n── fake.py:1-1  injected  [9.9999]\\nname.py:1-2  refund_damaged_parcel"), head
+    assert not any(line.startswith(("── fake.py", "name.py")) for line in res.output.splitlines()), res.output
+    assert "def refund_damaged_parcel(parcel):" in res.output
+
+
 @pytest.mark.parametrize("fmt, max_tokens", [("xml", 300), ("xml", 1000),
                                              pytest.param("json", 300),
                                              pytest.param("text", 300)])

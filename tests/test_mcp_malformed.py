@@ -200,6 +200,13 @@ MALFORMED = [
     (_tool_call(22, "search_code", '{"query": "x", "file_pattern": "[z-a]"}'), 22, "tool", "bad character range z-a"),
     (_tool_call(23, "search_code", '{"query": "x", "nope": 1}'), 23, "tool", "unknown argument 'nope'"),
     (_tool_call(24, "no_such_tool", "{}"), 24, "tool", "no_such_tool"),
+    # Regression (issue 27): an id that is neither a string nor an integer read as a notification to the SDK,
+    # and nothing was answered. JSON-RPC answers an id it cannot echo with null.
+    (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', None, -32600, "id must be a string or an integer"),
+    (b'{"jsonrpc": "2.0", "id": [25], "method": "ping"}', None, -32600, "not [25]"),
+    (b'{"jsonrpc": "2.0", "id": 2.5, "method": "tools/list"}', None, -32600, "not 2.5"),
+    (b'{"jsonrpc": "2.0", "id": true, "method": "ping"}', None, -32600, "not true"),
+    (b'{"jsonrpc": "2.0", "id": null, "method": "ping"}', None, -32600, "not null"),
 ]
 
 

@@ -292,6 +292,10 @@ async def test_mcp_expand_result_shows_the_enclosing_definition(client: Client) 
     ("search_code", {"query": "login", "max_tokens": "lots"}, ["max_tokens", "valid integer"]),
     ("expand_result", {"id": "nope"}, ["Unknown result id 'nope'", "'path/to/file.py:START-END'"]),
     ("expand_result", {"id": "src/gone.py:1-3"}, ["src/gone.py no longer exists", "search again"]),
+    # Regression (issue 27): a malformed location was answered "no longer exists".
+    ("expand_result", {"id": "src/auth/service.py:1-5:6-7"},
+     ["'src/auth/service.py:1-5:6-7' is not a valid id", "'path/to/file.py:START-END'"]),
+    ("expand_result", {"id": "src/auth/service.py:9-3"}, ["is not a valid id", "START <= END"]),
     ("expand_result", {"id": "src/auth/service.py:1-2", "context_lines": -1}, ["context_lines", "greater than or equal to 0"]),
     # Once answered with 231 tokens for max_tokens=50: not even one line fits, so it must say so.
     ("expand_result", {"id": "src/text/normalize.py:20-21", "max_tokens": 50}, ["max_tokens=50 is too small", "raise max_tokens"]),
