@@ -148,10 +148,17 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
                    "coderag, a changed setting); the vectors of unchanged chunks were reused")
     if s.upgraded:
         click.echo("  upgraded from an older coderag: " + ", ".join(f"{v} {k}" for k, v in s.upgraded.items()))
+    notes = getattr(s, "notes", {})  # an owner's summary (a dict) may come from an older coderag
+    if notes:  # indexed, with their text changed (nodes/file_text.py)
+        click.echo("  notes:  " + ", ".join(f"{n} {k}" for k, n in sorted(notes.items())))
     if verbose and s.skip_items:
         click.echo("  skipped:")
         for p, reason, detail in sorted(s.skip_items):
             click.echo(f"    {p}: {reason}" + (f" ({detail})" if detail else ""))
+    if verbose and notes:
+        click.echo("  indexed with notes:")
+        for p, note, detail in sorted(tuple(x) for x in s.note_items):
+            click.echo(f"    {p}: {note} ({detail})")
 
 
 @main.command()
@@ -318,6 +325,8 @@ def _print_text(res) -> None:
     if not res or not sys.stdout.isatty():
         click.echo(res.to_text().rstrip("\n"))  # exactly the payload the budget was counted on
         return
+    from coderag.postprocessors.payload import text_name  # names on one line, as the plain text shows them
+
     try:
         from rich.console import Console
         from rich.syntax import Syntax
@@ -327,7 +336,8 @@ def _print_text(res) -> None:
     console = Console()
     for r in res:
         flags = " [red](stale)[/red]" if r.stale else ""
-        console.print(f"[bold cyan]{r.file_path}:{r.start_line}-{r.end_line}[/bold cyan]  {r.symbol}  "
+        where = f"{text_name(r.file_path)}:{r.start_line}-{r.end_line}"
+        console.print(f"[bold cyan]{where}[/bold cyan]  {text_name(r.symbol)}  "
                       f"[dim]{r.score:.4f}[/dim]{flags}")
         console.print(Syntax(r.text, r.language if r.language != "text" else "text", line_numbers=True,
                              start_line=r.start_line, word_wrap=False))
@@ -358,6 +368,7 @@ def status(path: Path) -> None:
         changes = detect_changes(root, state)
         manifest = state.files()
         skipped = Counter(state.skip_counts()) + Counter(changes.skips.counts)  # read, and never opened
+        notes = state.note_counts()
         fp = json.loads(state.get_meta("fingerprint") or "{}")
         last = state.get_meta("last_update") or "never"
     finally:
@@ -367,6 +378,8 @@ def status(path: Path) -> None:
     click.echo(f"files:       {counts['files']} indexed, {counts['skipped']} skipped")
     click.echo("skipped:     " + (", ".join(f"{n} {r}" for r, n in sorted(
         skipped.items(), key=lambda x: (x[0] != "secret", x[0] != "data", -x[1], x[0]))) or "none"))
+    if notes:
+        click.echo("notes:       " + ", ".join(f"{n} {k}" for k, n in sorted(notes.items())))
     click.echo(f"chunks:      {counts['leaves']} leaves, {counts['nodes']} nodes in all, {counts['duplicates']} duplicates")
     click.echo(f"model:       {fp.get('model', 'unknown')}")
     click.echo(f"last update: {last}")
@@ -377,8 +390,9 @@ def status(path: Path) -> None:
     # Deleted: files the index holds chunks of. A gone file that was only ever skipped (it vanished while
     # a run read it, say) has nothing in the index to remove.
     deleted = [p for p in changes.removed if manifest[p].status in SEARCHABLE]
-    if changes.candidates or deleted:
-        click.echo(f"pending:     {len(changes.candidates)} new or modified, {len(deleted)} deleted "
+    pending = changes.pending()  # not a file skipped as unreadable that still cannot be read
+    if pending or deleted:
+        click.echo(f"pending:     {len(pending)} new or modified, {len(deleted)} deleted "
                    f'(run "coderag index {root}")')
     else:
         click.echo("pending:     none, the index is up to date")

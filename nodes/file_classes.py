@@ -3,10 +3,12 @@
 Two reasons, each a skip reason of its own in the skip report and in `coderag status`:
 
 - `secret`: private keys, certificates, keystores, `.env` files, credential files, and any file whose bytes
-  hold a private key block, an AWS secret access key, a GCP service-account key or an API token (GitHub,
-  Slack, Stripe live, Google API, OpenAI/Anthropic-style `sk-`). A hard rule: the
-  names are checked before any ignore file (IgnoreMatcher), so a user's `!pattern` cannot re-include
-  them, and such a file is never opened; the content check runs on every file read.
+  hold a private key block or a GCP service-account key. A hard rule: the names are checked before any
+  ignore file (IgnoreMatcher), so a user's `!pattern` cannot re-include them, and such a file is never
+  opened; the content check runs on every file read. An API token (GitHub, Slack, Stripe live, Google API,
+  OpenAI/Anthropic-style `sk-`) or an AWS secret access key makes a file a secret too, unless the file is
+  source code (CODE_LANGUAGES): there the token is one line of hundreds, so the file is indexed with the
+  token's characters masked (`secret_spans`, nodes/file_text.py) rather than lost to search.
 - `data`: CSV/TSV, images as text (SVG, ...), notebooks, lock files, snapshots (`data_name`: below every
   ignore file's patterns, so `!*.csv` in a .coderagignore brings CSVs back), big JSON/YAML/XML,
   big fixtures, and files that are mostly numeric rows or base64 (`content_class`). One chunk per row
@@ -18,15 +20,19 @@ Stdlib only: the walk of a no-change run imports this.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Iterator, Optional
 
 from coderag.nodes.languages import EXTENSIONS, detect_language
 
 SECRET, DATA = "secret", "data"
 # Bumped when a rule is added that may class a file an older index holds as a secret or data: the next
 # upgrade reads the indexed files once more and drops those (pipelines/ingestion.py purge_reclassified).
-# 1: keys, credentials and data files; 2: API tokens.
-RULES_VERSION = "2"
+# A change that lets a skipped file in is seen by the walk: while an index's rules are older, the files it
+# skipped for a reason in RECHECKED_REASONS are read again (pipelines/changes.py).
+# 1: keys, credentials and data files; 2: API tokens; 3: tokens in source code masked, not the file
+# skipped, and a file with a few bytes that are not UTF-8 decoded with replacement, not skipped.
+RULES_VERSION = "3"
+RECHECKED_REASONS = frozenset({SECRET, "encoding"})
 
 # Files in these languages are code or prose whatever their numbers: the row and base64 sniffs are for the
 # rest ("text", json, yaml, xml, ...), where a table of numbers is a table. Their extensions also make a
@@ -57,10 +63,11 @@ SECRET_NAMES = frozenset({
     ".boto", ".dockercfg", ".npmrc", ".pypirc", ".yarnrc.yml", "kubeconfig",
     "secrets.yml", "secrets.yaml", "secrets.json", "secrets.toml", "credentials.yml.enc",
 })
-# Names that start so, unless they end in a code extension (`id_rsa.go` is code): SSH keys (`id_rsa`,
-# `id_rsa.old`, `id_ed25519_github`, and their `.pub` halves, which carry user@host and no code), Google
-# OAuth client files (`client_secret_123.apps.googleusercontent.com.json`), Terraform state backups.
+# Names that start so, unless they end in a code extension (`id_rsa.go` is code) or in `.pub` (a public key
+# is published by design: indexed as any text file): SSH keys (`id_rsa`, `id_rsa.old`, `id_ed25519_github`),
+# Google OAuth client files (`client_secret_123.apps.googleusercontent.com.json`), Terraform state backups.
 SECRET_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "client_secret", "terraform.tfstate")
+PUBLIC_KEY_SUFFIX = ".pub"
 # Every `.env.*`, code extension or not (`.env.js` configs hold the same values). Templates (`.env.example`,
 # `.env.sample`) are skipped too: real values get pasted into them by mistake, and the variable names they
 # list are also in the code that reads them, so search loses nothing.
@@ -105,7 +112,7 @@ def secret_name(rel_path: str) -> Optional[str]:
         return f"{suffix} file"
     if name.startswith(ENV_PREFIX):
         return f"{ENV_PREFIX}* file"
-    if name.startswith(SECRET_PREFIXES) and suffix not in _CODE_SUFFIXES:
+    if name.startswith(SECRET_PREFIXES) and suffix not in _CODE_SUFFIXES and suffix != PUBLIC_KEY_SUFFIX:
         return f"{next(x for x in SECRET_PREFIXES if name.startswith(x))}* file"
     for d in dirs:
         if d in SECRET_DIRS:
@@ -138,7 +145,7 @@ _B_DIGIT = re.compile(rb"[0-9]")
 _PUTTY_KEY = re.compile(rb"PuTTY-User-Key-File-\d+:")
 # The value, not the name: code that reads the variable (`os.environ["AWS_SECRET_ACCESS_KEY"]`) is code.
 # Also the `SecretAccessKey` of AWS's JSON answers (`aws sts assume-role`).
-_AWS_SECRET = re.compile(rb"secret_?access_?key[\"']?\s*[=:]\s*[\"']?[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
+_AWS_SECRET = re.compile(rb"secret_?access_?key[\"']?\s*[=:]\s*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
                          re.IGNORECASE)
 _AWS_HINTS = (b"ccess_key", b"CCESS_KEY", b"ccessKey", b"ccess_Key")
 _GCP_ACCOUNT = re.compile(rb"\"type\"\s*:\s*\"service_account\"")
@@ -206,32 +213,56 @@ def _looks_random(body: bytes, rule: str) -> bool:
     return upper + lower + bool(_B_DIGIT.search(body)) >= 2
 
 
-def _api_token(data: bytes) -> Optional[str]:
-    """The kind and line of the first API token in `data`, or None. A substring test first: most files hold
-    none of the prefixes, and the regexes never run on them."""
+def _token_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
+    """(start, end, kind) of the random part of every API token and AWS secret access key in `data`, in the
+    order of the rules. A substring test first: most files hold none of the prefixes, and the regexes never
+    run on them."""
     for kind, hints, pattern, rule in _API_TOKENS:
         if any(h in data for h in hints):
             for m in pattern.finditer(data):
                 if _looks_random(m.group(1), rule):
-                    return f"{kind} at line {_line_of(data, m.start())}"
+                    yield m.start(1), m.end(1), kind
+    if any(h in data for h in _AWS_HINTS):
+        for m in _AWS_SECRET.finditer(data):
+            yield m.start(1), m.end(1), "AWS secret access key"
+
+
+def secret_spans(data: bytes) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each token in `data` (API tokens, AWS secret access keys), sorted, none
+    overlapping: the byte ranges a source file is indexed with masked (nodes/file_text.py). Each is the
+    token's random part; its issuer's prefix (`ghp_`, `sk_live_`) stays, to say what it was."""
+    out: list[tuple[int, int, str]] = []
+    for span in sorted(_token_spans(data)):
+        if not out or span[0] >= out[-1][1]:
+            out.append(span)
+    return out
+
+
+def _token_secret(data: bytes) -> Optional[str]:
+    """The kind and line of the first token in `data` (rule order), or None."""
+    for start, _, kind in _token_spans(data):
+        return f"{kind} at line {_line_of(data, start)}"
     return None
 
 
-def secret_content(data: bytes) -> Optional[str]:
-    """Why these bytes hold a secret (the detail names its kind and line, never its text), or None."""
+def _key_material(data: bytes) -> Optional[str]:
+    """Why these bytes are a key (a private key block, a PuTTY key, a GCP service-account key), or None:
+    a file that holds one is a secret whatever its language, as a key file is."""
     if b"PRIVATE KEY" in data:
         for m in _KEY_HEADER.finditer(data):
             if _has_key_body(data[m.end():m.end() + KEY_BODY_WINDOW]):
                 return f"{m.group(1).decode('ascii').lower()} block at line {_line_of(data, m.start())}"
     if b"PuTTY-User-Key-File-" in data and (m := _PUTTY_KEY.search(data)):
         return f"PuTTY private key at line {_line_of(data, m.start())}"
-    if any(h in data for h in _AWS_HINTS):
-        m = _AWS_SECRET.search(data)
-        if m:
-            return f"AWS secret access key at line {_line_of(data, m.start())}"
     if b"service_account" in data and b"\"private_key" in data and _GCP_ACCOUNT.search(data):
         return "GCP service-account key"
-    return _api_token(data)
+    return None
+
+
+def secret_content(data: bytes) -> Optional[str]:
+    """Why these bytes hold a secret of any kind (the detail names its kind and line, never its text), or
+    None. Whether the file is then left out depends on its language too (`content_class`)."""
+    return _key_material(data) or _token_secret(data)
 
 
 def _is_row(line: str) -> bool:
@@ -269,9 +300,13 @@ def data_content(rel_path: str, data: bytes) -> Optional[str]:
 
 
 def content_class(rel_path: str, data: bytes) -> Optional[tuple[str, str]]:
-    """(SECRET or DATA, detail) for a file that was read and is not binary, or None if it may be indexed."""
-    why = secret_content(data)
+    """(SECRET or DATA, detail) for a file that was read and is not binary, or None if it may be indexed
+    (source code that holds a token is indexed with it masked: `secret_spans`)."""
+    why = _key_material(data)
     if why:
+        return SECRET, why
+    why = _token_secret(data)
+    if why and detect_language(rel_path, data[:200].decode("utf-8", "replace")) not in CODE_LANGUAGES:
         return SECRET, why
     why = data_content(rel_path, data)
     if why:

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from coderag.nodes.file_classes import content_class
+from coderag.nodes.file_text import decode_file
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.safe_path import (MISSING, UNDECODABLE, UNREADABLE, escaped_name, file_kind, is_decodable,
                                      open_regular)
@@ -103,11 +104,13 @@ def walk(root: str | os.PathLike, matcher: IgnoreMatcher, skips: SkipLog) -> lis
 
 @dataclass(frozen=True)
 class FileText:
-    """A file read and decoded: text with '\\n' line ends, hash of the raw bytes."""
+    """A file read and decoded: text with '\\n' line ends (tokens masked, bad bytes replaced: nodes/file_text.py),
+    hash of the raw bytes, and the (note, detail) of what decoding did to it."""
 
     entry: FileEntry
     text: str
     sha256: str
+    notes: tuple[tuple[str, str], ...] = ()
 
     @property
     def last_modified(self) -> str:
@@ -138,7 +141,7 @@ def _root_of(entry: FileEntry) -> str | None:
 
 
 def read_text_file(entry: FileEntry, skips: SkipLog, hard_max_bytes: int = DEFAULT_HARD_MAX_BYTES) -> FileText | None:
-    """Read and decode one file, or record why not (too-large, vanished, unreadable, binary, encoding, empty)."""
+    """Read and decode one file, or record why not (too-large, vanished, unreadable, binary, empty)."""
     if entry.size > hard_max_bytes:
         skips.add(entry.rel_path, "too-large", f"{entry.size} bytes > {hard_max_bytes}")
         return None
@@ -165,14 +168,11 @@ def read_text_file(entry: FileEntry, skips: SkipLog, hard_max_bytes: int = DEFAU
     if (cls := content_class(entry.rel_path, data)) is not None:  # a secret or data (file_classes.py)
         skips.add(entry.rel_path, *cls)
         return None
-    raw = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        skips.add(entry.rel_path, "encoding", f"not UTF-8 at byte {exc.start}")
+    decoded = decode_file(data)
+    if decoded.mostly_undecodable:
+        skips.add(entry.rel_path, "binary", f"{decoded.replaced} of {len(decoded.text)} characters are not UTF-8")
         return None
-    if not text.strip():
+    if not decoded.text.strip():
         skips.add(entry.rel_path, "empty")
         return None
-    text = text.replace("\r\n", "\n")
-    return FileText(entry, text, hashlib.sha256(data).hexdigest())
+    return FileText(entry, decoded.text, hashlib.sha256(data).hexdigest(), tuple(decoded.notes()))

@@ -7,13 +7,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from coderag.nodes.file_classes import RECHECKED_REASONS, RULES_VERSION
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.scan import FileEntry, SkipLog, walk
-from coderag.store.state import STATUS_DIRTY, IndexState
+from coderag.store.state import STATUS_DIRTY, FileRecord, IndexState
 
 # Skips that say nothing about the content: a chmod (which leaves size and mtime alone) or a file
 # that reappears can make them readable, so they are tried again on every run.
-RETRY_STATUSES = frozenset({"unreadable", "vanished", STATUS_DIRTY})
+UNREAD_STATUSES = frozenset({"unreadable", "vanished"})
+RETRY_STATUSES = UNREAD_STATUSES | {STATUS_DIRTY}
+FILE_CLASSES_KEY = "file_classes"  # meta: the file-class rules the indexed files were last checked under
 
 
 @dataclass
@@ -25,22 +28,51 @@ class ChangeSet:
     unchanged: int
     removed: list[str]
     skips: SkipLog
+    retried: frozenset[str] = frozenset()  # candidates only because they could not be read last time
+
+    def pending(self) -> list[FileEntry]:
+        """The candidates that are changes (`coderag status`): a file that could not be read is tried again
+        by every run, but while it still cannot be opened there is nothing new to index."""
+        return [e for e in self.candidates if e.rel_path not in self.retried or _can_open(e.abs_path)]
+
+
+def _can_open(path: str) -> bool:
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))  # never blocks on a FIFO
+        return True
+    except OSError:
+        return False
+
+
+def retry_statuses(state: IndexState) -> frozenset[str]:
+    """Manifest statuses read again though size and mtime are the same: RETRY_STATUSES, and while the index
+    was last checked under older file-class rules, the skips a newer rule may let in (file_classes.py)."""
+    if state.get_meta(FILE_CLASSES_KEY) == RULES_VERSION or state.get_meta("fingerprint") is None:
+        return RETRY_STATUSES  # a new index is checked under the current rules as it is built
+    return RETRY_STATUSES | RECHECKED_REASONS
+
+
+def _unchanged(rec: FileRecord | None, e: FileEntry, retry: frozenset[str]) -> bool:
+    return rec is not None and rec.size == e.size and rec.mtime_ns == e.mtime_ns and rec.status not in retry
 
 
 def detect_changes(root: Path, state: IndexState) -> ChangeSet:
     skips = SkipLog()
     entries = walk(root, IgnoreMatcher(root, skips=skips), skips)  # notes the secrets and data it never opens
     manifest = state.files()
-    candidates, unchanged = [], 0
+    retry = retry_statuses(state)
+    candidates, unchanged, retried = [], 0, set()
     for e in entries:
         rec = manifest.get(e.rel_path)
-        if rec is not None and rec.size == e.size and rec.mtime_ns == e.mtime_ns and rec.status not in RETRY_STATUSES:
+        if _unchanged(rec, e, retry):
             unchanged += 1
         else:
             candidates.append(e)
+            if _unchanged(rec, e, retry - UNREAD_STATUSES):
+                retried.add(e.rel_path)
     seen = {e.rel_path for e in entries}
     removed = sorted(p for p in manifest if p not in seen)
-    return ChangeSet(entries, candidates, unchanged, removed, skips)
+    return ChangeSet(entries, candidates, unchanged, removed, skips, frozenset(retried))
 
 
 def changes_for_paths(root: Path, state: IndexState, paths: list[str]) -> ChangeSet:
@@ -51,6 +83,7 @@ def changes_for_paths(root: Path, state: IndexState, paths: list[str]) -> Change
     from coderag.nodes.safe_path import IGNORED, MISSING, UNDECODABLE, RepoFiles, escaped_name
 
     files = RepoFiles(root, IgnoreMatcher(root))
+    retry = retry_statuses(state)
     candidates, removed, entries, skips = [], [], [], SkipLog()
     for rel in sorted(set(paths)):
         abs_path = root / rel
@@ -66,7 +99,6 @@ def changes_for_paths(root: Path, state: IndexState, paths: list[str]) -> Change
             continue
         e = FileEntry(rel, str(abs_path), st.st_size, st.st_mtime_ns)
         entries.append(e)
-        rec = state.file(rel)
-        if rec is None or rec.size != e.size or rec.mtime_ns != e.mtime_ns or rec.status in RETRY_STATUSES:
+        if not _unchanged(state.file(rel), e, retry):
             candidates.append(e)
     return ChangeSet(entries, candidates, len(entries) - len(candidates), removed, skips)

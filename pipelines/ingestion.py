@@ -17,7 +17,7 @@ from coderag.errors import ConfigError
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.keys import DUPLICATE_OF_KEY, IS_LEAF_KEY
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
-from coderag.pipelines.changes import ChangeSet
+from coderag.pipelines.changes import FILE_CLASSES_KEY, ChangeSet
 from coderag.paths import index_dir
 from coderag.store.previous_cache import embedding_cache
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE,
@@ -27,7 +27,6 @@ SPLITTER_VERSION = "4"  # 2: small siblings merged (chunking.min_tokens); 3: Typ
 # 4: JS/TS constants defined by a wrapped function (`const X = make("X", (a) => {...})`)
 BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024
-FILE_CLASSES_KEY = "file_classes"  # meta: the file-class rules the indexed files were last checked under
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -41,6 +40,8 @@ class IndexSummary:
     removed: int = 0
     skipped: dict = field(default_factory=dict)
     skip_items: list = field(default_factory=list)
+    notes: dict = field(default_factory=dict)  # files indexed with their text changed, by note (file_text.py)
+    note_items: list = field(default_factory=list)  # (path, note, detail) of each
     chunks: int = 0  # leaf chunks written this run
     nodes: int = 0  # all nodes written this run
     embedded: int = 0
@@ -190,12 +191,14 @@ class Ingestion:
 
         manifest = {e.rel_path: self.state.file(e.rel_path) for e in batch}
         docs, stats = [], {}
+        notes: dict[str, tuple] = {}
         skips = SkipLog()
         for e in batch:
             ft = read_text_file(e, skips, self.settings.chunking.max_file_bytes)
             old = manifest[e.rel_path]
             if ft is None:
                 continue
+            notes[e.rel_path] = ft.notes
             if not force and old is not None and old.sha256 == ft.sha256 and old.status == STATUS_INDEXED:
                 self.state.put_file(FileRecord(e.rel_path, e.size, e.mtime_ns, ft.sha256, old.language, old.status,
                                                old.n_nodes, old.n_leaves))  # touched, not changed
@@ -255,6 +258,11 @@ class Ingestion:
                                            len(leaves)))
             if status in SEARCHABLE and line_tokens.get(path) is not None:
                 self.state.put_line_tokens(path, sha, LINE_TOKENS_ENCODING, line_tokens[path])
+            file_notes = notes.get(path, ()) if status in SEARCHABLE else ()
+            self.state.put_notes(path, file_notes)
+            for note, detail in file_notes:
+                self.summary.notes[note] = self.summary.notes.get(note, 0) + 1
+                self.summary.note_items.append((path, note, detail))
             if status in SEARCHABLE:
                 self.summary.indexed += 1
                 self.summary.chunks += len(leaves)

@@ -1,6 +1,7 @@
 """Migrations: what an index written by an older coderag lacks, added once when it is opened or updated,
 without re-embedding (line token counts, the current payload format, files the current rules call
-secrets or data). Each step records in the index's meta table that it ran."""
+secrets or data), but for source files that hold a token, embedded again masked. Each step records in the
+index's meta table that it ran."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ from coderag.config import Settings, StoreMode
 from coderag.nodes.file_classes import DATA, SECRET
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.ignore import IgnoreMatcher
+from coderag.nodes.file_text import MASKED_NOTE
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
-from coderag.pipelines.ingestion import FILE_CLASSES_KEY, Ingestion, Progress
+from coderag.pipelines.changes import ChangeSet
+from coderag.pipelines.ingestion import FILE_CLASSES_KEY, Ingestion, Progress, fingerprint, sync
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STORE_FORMAT, STORE_FORMAT_KEY, FileRecord,
                                  IndexState)
 
 # Deleted points keep their bytes in the shard's payload pages and WAL until the shard is rebuilt.
 PURGED_NOTE = 'indexed files dropped as secrets or data ("coderag index --rebuild" also scrubs the shard\'s files)'
+REMASKED_NOTE = 'indexed files indexed again with their tokens masked ("coderag index --rebuild" also scrubs the ' \
+                "shard's files)"
 
 
 def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress] = None) -> int:
@@ -82,21 +87,23 @@ def upgrade_store(root: Path, settings: Settings, state: IndexState, progress: O
 
 
 def purge_reclassified(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
-                       store: Any = None) -> int:
+                       store: Any = None) -> tuple[int, int]:
     """Forget the indexed files that the current file-class rules call secrets or data (an index built
     before a rule existed may hold a key or a token), as a run forgets a file that became a skip: points,
     docstore nodes and dedup rows go, files holding copies of their chunks are marked for re-indexing, and
-    the manifest keeps the file with its reason (so it is counted and not read again). Once per rules
-    version (file_classes.RULES_VERSION, in the meta table): each indexed file is read once. Returns how
-    many were forgotten."""
+    the manifest keeps the file with its reason (so it is counted and not read again). Source files that
+    hold a token are indexed again now, with it masked (nodes/file_text.py): an index of before the token
+    rules holds them as they are. Once per rules version (file_classes.RULES_VERSION, in the meta table):
+    each indexed file is read once. Returns (files forgotten, files indexed again masked)."""
     if state.get_meta(FILE_CLASSES_KEY) == FILE_CLASSES_VERSION:
-        return 0
+        return 0, 0
     indexed = sorted((p, r) for p, r in state.files().items() if r.status in SEARCHABLE)
     found: dict[str, FileRecord] = {}
+    remask: list[FileEntry] = []
     matcher = IgnoreMatcher(root)
     for i, (path, rec) in enumerate(indexed, 1):
         skips = matcher.skips = SkipLog()  # the names first: a secret by name is never opened
-        size, mtime_ns = rec.size, rec.mtime_ns
+        size, mtime_ns, ft = rec.size, rec.mtime_ns, None
         if not matcher.is_ignored(path):
             p = root / path
             try:
@@ -105,21 +112,27 @@ def purge_reclassified(root: Path, settings: Settings, state: IndexState, progre
                 st = None  # gone: the next run's walk removes it
             if st is not None:
                 size, mtime_ns = st.st_size, st.st_mtime_ns  # the content that was read and classed
-                read_text_file(FileEntry(path, str(p), size, mtime_ns), skips, settings.chunking.max_file_bytes)
+                ft = read_text_file(FileEntry(path, str(p), size, mtime_ns), skips, settings.chunking.max_file_bytes)
         reason = next((r for _, r, _ in skips.items if r in (SECRET, DATA)), None)
         if reason is not None:
             found[path] = FileRecord(path, size, mtime_ns, None, None, reason, 0, 0)
+        elif ft is not None and any(note == MASKED_NOTE for note, _ in ft.notes):
+            remask.append(ft.entry)
         if progress and (i % 500 == 0 or i == len(indexed)):
             progress("recheck", i, len(indexed))
-    if found:
+    if found or remask:
         run = Ingestion(root, settings, state, progress, store=store)
-        run.remove(sorted(found))
-        for rec in found.values():
-            state.put_file(rec)
-        run.finish()
+        if found:
+            run.remove(sorted(found))
+            for rec in found.values():
+                state.put_file(rec)
+        if remask:  # the same content, indexed again: what the pipeline makes of it now is masked
+            sync(run, ChangeSet(remask, remask, 0, [], SkipLog()), fingerprint(settings), progress, force=True)
+        else:
+            run.finish()
     state.set_meta(FILE_CLASSES_KEY, FILE_CLASSES_VERSION)
     state.commit()
-    return len(found)
+    return len(found), len(remask)
 
 
 def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
@@ -130,7 +143,7 @@ def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: O
     what was done, by description, leaving out what was not needed."""
     counted = fill_line_tokens(root, state, progress)
     rewritten = upgrade_store(root, settings, state, progress, store=store)
-    purged = purge_reclassified(root, settings, state, progress, store=store)
+    purged, remasked = purge_reclassified(root, settings, state, progress, store=store)
     return {k: v for k, v in (("files' line token counts stored", counted),
                               ("stored chunks rewritten in the current format", rewritten),
-                              (PURGED_NOTE, purged)) if v}
+                              (PURGED_NOTE, purged), (REMASKED_NOTE, remasked)) if v}

@@ -1,4 +1,5 @@
-"""Lines of files as they are on disk at answer time (so every returned snippet is exact)."""
+"""Lines of files as they are on disk at answer time, decoded as the indexer decodes them (so every returned
+snippet is exact)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Optional
 
+from coderag.nodes.file_text import decode_file
 from coderag.nodes.safe_path import RepoFiles
+
 
 def split_lines(text: str) -> list[str]:
     """A file's text (newlines normalized) as its lines, the way the indexer numbers them."""
@@ -102,10 +105,10 @@ class LineSource:
                 with f:
                     st = os.fstat(f.fileno())  # the stat of what is read, for the cache
                     data = f.read()
-                if data.startswith(b"\xef\xbb\xbf"):
-                    data = data[3:]
-                entry = [st.st_size, st.st_mtime_ns, data.decode("utf-8").replace("\r\n", "\n"), None]
-            except (OSError, UnicodeDecodeError):
+                # The text as the indexer made it: tokens masked (never shown, even from a file changed since
+                # it was indexed), bad bytes replaced, lines numbered alike.
+                entry = [st.st_size, st.st_mtime_ns, decode_file(data).text, None]
+            except OSError:
                 self.refusal[rel_path] = "unreadable"
                 self._entries[rel_path] = None
                 return None

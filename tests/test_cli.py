@@ -110,17 +110,21 @@ def test_cli_index_verbose_lists_each_skip_with_reason(runner: CliRunner, tmp_pa
     res = runner.invoke(main, ["index", "--verbose", "--config", str(cfg), str(root)])
     assert res.exit_code == 0, res.output
     s = _summary(res.stdout)
-    assert (s["seen"], s["indexed"], s["skipped"]) == (7, 1, sum(EXPECTED_SKIPS.values()))
+    assert (s["seen"], s["indexed"], s["skipped"]) == (7, 2, sum(EXPECTED_SKIPS.values()))
     assert s["reasons"] == ", ".join(f"{k} {v}" for k, v in sorted(EXPECTED_SKIPS.items()))
-    listed = re.findall(r"^    (\S+): ([a-z-]+)", res.output, re.M)
+    skipped_part = res.output.split("  skipped:\n")[1].split("  indexed with notes:\n")[0]
+    listed = re.findall(r"^    (\S+): ([a-z-]+)", skipped_part, re.M)
     assert sorted(listed) == sorted([
         ("bin/tool.py", "binary"), ("data/huge.txt", "too-large"), ("empty.py", "empty"),
-        ("gen/api.pb.gen.go", "generated"), ("legacy/latin1.py", "encoding"), ("loop", "symlink"),
+        ("gen/api.pb.gen.go", "generated"), ("loop", "symlink"),
         ("outside_link", "symlink"), ("web/app.js", "minified")])
-    assert "legacy/latin1.py: encoding (not UTF-8 at byte" in res.output
+    # indexed, its one bad byte replaced, and said so (issue 27)
+    assert "  notes:  1 decoded with replacement\n" in res.output
+    assert "    legacy/latin1.py: decoded with replacement (1 byte(s) not UTF-8, the first at byte 12)" in res.output
 
     res = runner.invoke(main, ["status", str(root)])
-    assert "files:       1 indexed, 6 skipped" in res.output  # symlinks are never in the manifest
+    assert "files:       2 indexed, 5 skipped" in res.output  # symlinks are never in the manifest
+    assert "notes:       1 decoded with replacement\n" in res.output
 
 
 def test_cli_index_rebuilds_an_index_of_other_settings(runner: CliRunner, tiny_repo: Path, tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from coderag.nodes.file_classes import DATA, SECRET, content_class, data_content, secret_content, secret_name
+from coderag.nodes.file_classes import (DATA, SECRET, content_class, data_content, secret_content, secret_name,
+                                        secret_spans)
 
 
 def fake_base64_lines(seed: int, n: int = 6, width: int = 64) -> str:
@@ -26,7 +27,7 @@ def pem(kind: str, seed: int = 1) -> str:
 @pytest.mark.parametrize("rel", [
     "certs/server.pem", "certs/server.key", "certs/client.p12", "certs/client.pfx", "certs/ca.crt",
     "certs/ca.cer", "certs/ca.der", "android/release.keystore", "android/app.jks", "A/Server.PEM",
-    "deploy/id_rsa", "deploy/id_rsa.pub", "deploy/id_ed25519", "deploy/id_ecdsa_github", "id_dsa.old",
+    "deploy/id_rsa", "deploy/id_ed25519", "deploy/id_ecdsa_github", "id_dsa.old",
     ".env", "web/.env", ".env.local", ".env.production", ".env.example", ".env.sample", "docker/prod.env",
     ".envrc", ".netrc", ".pgpass", ".npmrc", ".pypirc", ".git-credentials", ".htpasswd",
     ".aws/credentials", "ops/.aws/config", "home/.ssh/known_hosts", ".kube/config",
@@ -41,6 +42,7 @@ def test_file_classes_secret_names(rel: str) -> None:
     "nodes/keys.py", "src/key.go", "crypto/id_rsa.go", "auth/client_secret.py", "Makefile", "README.md",
     "src/env.py", "config/environment.ts", "web/env.d.ts", "keys.json", "tests/fixtures/sample.json",
     "docs/certificates.md", "pem.py", "credentials.py", "src/secrets_manager.py",
+    "deploy/id_rsa.pub", "home/id_ed25519_github.pub",  # public keys are published: not secrets (issue 27)
 ])
 def test_file_classes_code_that_looks_like_a_secret_is_not(rel: str) -> None:
     assert secret_name(rel) is None
@@ -183,12 +185,17 @@ TOKENS = {
     "export API_TOKEN='{t}'\n",
 ])
 def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
+    """Found in any file. A file that is not source code is a secret; a source file is indexed with the token's
+    span masked (issue 27), and the span is exactly the token's random part."""
     text = wrap.format(t=TOKENS[kind])
-    cls = content_class("src/settings.py", text.encode())
-    assert cls is not None and cls[0] == SECRET, (kind, text)
-    assert f"at line {text.splitlines().index(next(ln for ln in text.splitlines() if TOKENS[kind] in ln)) + 1}" \
-        in cls[1]
-    assert TOKENS[kind] not in cls[1] and TOKENS[kind][:12] not in cls[1]  # the detail never quotes it
+    line = text.splitlines().index(next(ln for ln in text.splitlines() if TOKENS[kind] in ln)) + 1
+    why = secret_content(text.encode())
+    assert why is not None and f"at line {line}" in why, (kind, text)
+    assert TOKENS[kind] not in why and TOKENS[kind][:12] not in why  # the detail never quotes it
+    assert content_class("ops/deploy-token.txt", text.encode()) == (SECRET, why)
+    assert content_class("src/settings.py", text.encode()) is None
+    (start, end, _), = secret_spans(text.encode())
+    assert TOKENS[kind].endswith(text[start:end]) and len(TOKENS[kind]) - (end - start) <= 40
 
 
 @pytest.mark.parametrize("text", [
@@ -217,4 +224,5 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     "revision = 'a94a8fe5ccb19ba61c4c0873d391e987982fbbd3'\nsha256 = '" + "ab" * 32 + "'\n",
 ])
 def test_file_classes_api_token_look_alikes_stay_indexed(text: str) -> None:
-    assert content_class("src/settings.py", text.encode()) is None, text
+    assert content_class("ops/settings.txt", text.encode()) is None, text
+    assert secret_spans(text.encode()) == [], text

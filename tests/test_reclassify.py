@@ -20,6 +20,7 @@ TOKEN = "gh" + "p_" + "Qz" + "".join(_rnd.choice(_BASE62) for _ in range(34))  #
 ROWS = "".join(f"{i} {i * 0.25:.2f} {i * 7 % 13} {i * 3}\n" for i in range(300))
 FILES = {
     "src/shop/settings.py": f'"""Deploy settings."""\n\nDEPLOY_TOKEN = "{TOKEN}"\n',
+    "ops/deploy.yaml": f"deploy:\n  token: {TOKEN}\n",
     "bench/timings.txt": "# pricequotient timings\n" + ROWS,
     "src/shop/cart.py": '''\
         """The shopping cart."""
@@ -31,7 +32,8 @@ FILES = {
         ''',
     "README.md": "# Shop\n\nA shop with a cart and deploy settings.\n",
 }
-PURGED = {"src/shop/settings.py": "secret", "bench/timings.txt": "data"}
+PURGED = {"ops/deploy.yaml": "secret", "bench/timings.txt": "data"}
+REMASKED = "src/shop/settings.py"  # source code: indexed again with the token masked (issue 27)
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +72,11 @@ def test_reclassify_old_index_held_them(upgraded) -> None:
 def test_reclassify_upgrade_drops_secrets_and_data_once(upgraded) -> None:
     from coderag import CodeIndex
     from coderag.config import Settings
-    from coderag.pipelines.migrations import PURGED_NOTE
+    from coderag.pipelines.migrations import PURGED_NOTE, REMASKED_NOTE
 
     root, _, new = upgraded
     assert new.upgraded.get(PURGED_NOTE) == len(PURGED), new.upgraded
+    assert new.upgraded.get(REMASKED_NOTE) == 1, new.upgraded
     with CodeIndex.open(root, settings=Settings(), create=False) as idx:
         for path, reason in PURGED.items():
             rec = idx.state.file(path)
@@ -86,8 +89,13 @@ def test_reclassify_upgrade_drops_secrets_and_data_once(upgraded) -> None:
                 res = idx.search(query, retriever=retriever, max_tokens=4000)
                 assert not {r.file_path for r in res} & set(PURGED), (query, retriever)
                 assert TOKEN not in res.to_xml().replace(query, "")
-        # the other files are still served
+        # the other files are still served, the source file with its token masked
         assert idx.search("sum the prices in the cart", max_tokens=2000)[0].file_path == "src/shop/cart.py"
+        res = idx.search("DEPLOY_TOKEN deploy settings", retriever="bm25", max_tokens=2000)
+        assert res[0].file_path == REMASKED and 'DEPLOY_TOKEN = "ghp_[SECRET MASKED]' in res[0].text
+        assert idx.state.file(REMASKED).status == "indexed"
+        docs = idx.state.conn.execute("SELECT group_concat(value) FROM kv").fetchone()[0]
+        assert TOKEN not in docs  # the docstore holds the file's nodes as indexed again: masked
 
 
 def test_reclassify_runs_once_per_rules_version(upgraded) -> None:

@@ -40,7 +40,6 @@ SECRETS = {
     "certs/server.pem": _key_block("RSA PRIVATE KEY", M["pem"], 1),
     "certs/server.crt": _key_block("CERTIFICATE", M["cert"], 2),
     "deploy/id_rsa": _key_block("OPENSSH PRIVATE KEY", M["idrsa"], 3),
-    "deploy/id_rsa.pub": f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{M['idrsapub']} deploy@build\n",
     ".env": f"AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\nAWS_SECRET_ACCESS_KEY={_aws_key(M['dotenv'])}\n",
     ".env.example": f"DATABASE_URL=postgres://app:{M['envexample']}@db/app\n",
     "config/service-account.json": json.dumps({
@@ -80,12 +79,14 @@ KEPT = {
     "tests/fixtures/sample.json": json.dumps({"name": M["samplefixture"], "items": [
         {"id": i, "label": f"item {i}"} for i in range(40)]}, indent=2) + "\n",
     "Makefile": f"test:\n\tpytest -q  # {M['makefile']}\n",
+    # a public key is published by design: no secret (issue 27)
+    "deploy/id_rsa.pub": f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{M['idrsapub']} deploy@build\n",
     "README.md": f"# Shop\n\nTLS keys begin with `-----BEGIN PRIVATE KEY-----`; never commit one ({M['readme']}).\n",
     # the user tries to bring secrets back and data too: secrets stay out, data stays out unless named
     ".coderagignore": "!*.pem\n!.env\n!id_rsa\n!.aws/\n",
 }
 HIDDEN = {**SECRETS, **DATA}
-HIDDEN_MARKERS = [m for k, m in M.items() if k not in ("keysmodule", "samplefixture", "makefile", "readme")]
+HIDDEN_MARKERS = [m for k, m in M.items() if k not in ("keysmodule", "samplefixture", "makefile", "readme", "idrsapub")]
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +169,7 @@ def test_secrets_kept_files_are_found(index) -> None:
         res = index.search(M[name], retriever="bm25")
         assert path in {r.file_path for r in res}, (name, res.to_xml())
         assert M[name] in res.to_xml()
+    assert index.state.file("deploy/id_rsa.pub").status == "indexed"
 
 
 @pytest.mark.parametrize("path", sorted(HIDDEN))

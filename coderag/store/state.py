@@ -46,6 +46,8 @@ CREATE INDEX IF NOT EXISTS chunks_dup ON chunks(duplicate_of);
 CREATE TABLE IF NOT EXISTS inflight (path TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS line_tokens (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL, encoding TEXT NOT NULL,
     counts BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS notes (path TEXT NOT NULL, note TEXT NOT NULL, detail TEXT NOT NULL,
+    PRIMARY KEY (path, note)) WITHOUT ROWID;
 """
 
 
@@ -186,6 +188,7 @@ class IndexState:
         if not keep_record:
             self.conn.execute("DELETE FROM files WHERE path=?", (path,))
             self.conn.execute("DELETE FROM line_tokens WHERE path=?", (path,))
+            self.conn.execute("DELETE FROM notes WHERE path=?", (path,))
             if isinstance(self._manifest, dict):
                 self._manifest.pop(path, None)
         self.conn.execute("DELETE FROM chunks WHERE file_path=?", (path,))
@@ -241,6 +244,24 @@ class IndexState:
         rows = self.conn.execute(f"SELECT status, COUNT(*) FROM files WHERE status NOT IN ({marks}) GROUP BY status",
                                  (*SEARCHABLE, STATUS_DIRTY))
         return dict(rows.fetchall())
+
+    # -- notes: what decoding did to an indexed file's text (nodes/file_text.py: a token masked, bad bytes) --
+    @_locked
+    def put_notes(self, path: str, notes: Iterable[tuple[str, str]]) -> None:
+        """Replace the notes of `path` (none: it was indexed as it is, or not indexed)."""
+        self.conn.execute("DELETE FROM notes WHERE path=?", (path,))
+        self.conn.executemany("INSERT OR REPLACE INTO notes VALUES (?, ?, ?)", [(path, n, d) for n, d in notes])
+
+    @_locked
+    def note_counts(self) -> dict[str, int]:
+        """Indexed files by note ("secret masked": 2, ...). An index written before notes existed has none."""
+        marks = ",".join("?" * (len(SEARCHABLE) + 1))
+        try:
+            rows = self.conn.execute(f"SELECT n.note, COUNT(*) FROM notes n JOIN files f ON f.path = n.path "
+                                     f"WHERE f.status IN ({marks}) GROUP BY n.note", (*SEARCHABLE, STATUS_DIRTY))
+            return dict(rows.fetchall())
+        except sqlite3.OperationalError:  # no such table: opened read-only, never written by this coderag
+            return {}
 
     # -- embedding cache: sha256(model + embedded text) -> float32 vector --
     @_locked
