@@ -20,9 +20,9 @@ def _libc() -> Optional[ctypes.CDLL]:
 
 def trim_heap() -> bool:
     """glibc keeps what a long indexing run freed (tens of thousands of nodes, batches of text) in its
-    arenas, counted in the process's memory: 350 MB of a 1.1 GB build here before the store's optimize,
-    which then adds its own peak on top (RESULTS.md). malloc_trim hands the free pages back. Returns False
-    where there is no glibc (macOS, musl): nothing to do there."""
+    arenas, counted in the process's memory (a large share of a big build's, hundreds of MB) until the
+    store's optimize, which then adds its own peak on top. malloc_trim hands the free pages back. Returns
+    False where there is no glibc (macOS, musl): nothing to do there."""
     libc = _libc()
     if libc is None:
         return False

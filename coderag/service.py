@@ -25,7 +25,7 @@ GC_YOUNG_THRESHOLD = 50_000  # net allocations between young collections in a re
 def tune_gc_for_serving() -> None:
     """For an owner process, after its warm-up: what is loaded by then (LlamaIndex, pydantic schemas, the
     models' Python objects: about a million objects) lives as long as the process, so it is frozen out of
-    the cyclic GC, whose full passes over it paused searches for 200-500 ms every few hundred queries; and
+    the cyclic GC, whose full passes over it paused a search every few hundred for longer than many searches; and
     the youngest generation is collected after 50,000 net allocations instead of 700 (a search holds ~2,000
     young objects at once, so at 700 the collector ran mid-search about once every 4 searches and found no
     garbage). Cyclic garbage waits longer, bounded by the threshold. Process-wide, so only an owner's entry

@@ -1,10 +1,9 @@
 """The query embedder in a helper process, so that a search's query embedding overlaps its BM25 leg.
 
 Why a process and not a thread: qdrant-edge holds the GIL while it searches, and the embedding needs the
-GIL around its ONNX Runtime call (tokenizer, numpy, the call's own entry and exit). On this project's
-2-core machine, a query embedding on a worker thread took 8 ms instead of 4.3 while the BM25 leg ran
-beside it, and the BM25 leg 9.4 ms instead of 7.7 (one-off probe, 200 queries of the 102k-chunk bench);
-in a process of its own the embedding is done before the BM25 leg is, and neither slows the other.
+GIL around its ONNX Runtime call (tokenizer, numpy, the call's own entry and exit). On a worker thread the
+two take turns with the GIL, so each is slower while the other runs beside it; in a process of its own the
+embedding is done before the BM25 leg is, and neither slows the other.
 
 The protocol, over the child's stdin and stdout (native byte order, both ends are this machine):
   parent -> child: u32 length, then the query in UTF-8;

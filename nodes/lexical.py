@@ -24,7 +24,7 @@ DEFAULT_STEM_CACHE_SIZE = 200_000  # distinct words: a large repository's vocabu
 
 # The English stop words of Lucene's classic analyzer (also bm25s' list). A question's function words are not
 # searched: in code they occur in comments and prose alone, so "the", "of" and "with" pulled READMEs, PKG-INFO
-# and comment-heavy chunks up for every question (eval/RESULTS.md, session 12). Documents keep them, as does
+# and comment-heavy chunks up for every question. Documents keep them, as does
 # a query shorter than QUESTION_MIN_WORDS ("is empty", "for each"), where they may be what is asked.
 STOP_WORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then "
                        "there these they this to was will with".split())

@@ -35,8 +35,8 @@ class OnnxEncoder:
 
     def release_memory(self) -> None:
         """Give back the activation memory of the largest batch seen. ONNX Runtime keeps its arena at that
-        peak (~600 MB after batches of 32 windows of 256 tokens), which a build would otherwise still hold
-        while the vector store optimizes (RESULTS.md): one tiny run that shrinks the arena frees it."""
+        peak (hundreds of MB after batches of full windows), which a build would otherwise still hold while
+        the vector store optimizes, whose own peak comes on top: one tiny run that shrinks the arena frees it."""
         import numpy as np
         import onnxruntime as ort
 

@@ -74,7 +74,7 @@ def upgrade_store(root: Path, settings: Settings, state: IndexState, progress: O
             done = store.upgrade_payloads(lambda n: progress and progress("upgrade", n, 0))
             if done >= settings.store.hnsw_min_chunks:
                 # Qdrant copies a point whose payload changes out of its indexed segment: rebuild the HNSW
-                # index, as after a bulk load (dense queries on the Django bench: 2.8 -> 7.8 ms without).
+                # index, as after a bulk load (without it a dense query scans the copied points one by one).
                 if progress:
                     progress("optimize", 0, 0)
                 store.optimize()

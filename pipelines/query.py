@@ -150,7 +150,7 @@ class SearchEngine:
             cut_ratio = LEARNED_CUT_RATIO  # one calibrated scale for every kind of query
         elif req is not None and req.reading is not None:
             # A report's best chunk carries boosts (the traceback's functions, the named files) that would cut
-            # the rest of the right file: a long query fills the budget (RESULTS.md, session 9).
+            # the rest of the right file at the usual ratio: a long query keeps more, and the budget bounds it.
             cut_ratio = r.report_cut_ratio
         else:  # a ratio to the best score, read on the scale of the request's fusion
             cut_ratio = r.cut_ratio if mode == SCORES else r.rrf_cut_ratio

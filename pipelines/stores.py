@@ -71,8 +71,8 @@ def open_docstore(state):
 
 class ParentReader:
     """Parents for bounded auto-merging, read from the docstore's KV table and refused on their stored line
-    span before a node is built: a parent is a whole class or module, up to hundreds of KB of text, and about
-    half of those a search looks at are too long to merge into (201 of 439 on the 102k-chunk bench)."""
+    span before a node is built: a parent is a whole class or module, up to hundreds of KB of text, and in a
+    large repository many of those a search looks at are too long to merge into."""
 
     def __init__(self, state) -> None:
         from coderag.store.kvstore import SqliteKVStore

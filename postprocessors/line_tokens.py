@@ -1,7 +1,7 @@
 """Tokens of a file's lines as an XML payload shows them, counted once when the file is indexed.
 
-Packing needs the exact token count of every block it considers. Encoding ~4,000 tokens of new blocks cost
-4-5 ms of each search on this machine; with these counts a block costs one small encode (its header).
+Packing needs the exact token count of every block it considers. Encoding thousands of tokens of new blocks
+was a large part of each search; with these counts a block costs one small encode (its header).
 
 Why a snippet's count is a sum of per-line numbers: tiktoken splits text with cl100k's pre-tokenizer regex
 before BPE, and BPE never merges across the pieces. A piece that contains a newline ends with it (a run of

@@ -28,7 +28,7 @@ class FileTexts:
     process re-reads a file only when it changed. One per open index (its search engine), shared by the
     requests' LineSources. Kept as one string per file, split per request: a cache of line lists holds
     hundreds of thousands of small strings, and every full pass of the cyclic GC touches each of them
-    (60-200 ms pauses, measured on the 102k-leaf bench). With it, on the first `span` request, the offsets
+    (pauses longer than a search). With it, on the first `span` request, the offsets
     where its lines start (an array, not GC-tracked), so a range is one slice of the text."""
 
     def __init__(self, max_files: int = 512) -> None:
@@ -126,7 +126,7 @@ class LineSource:
     def span(self, rel_path: str, start: int, end: int) -> Optional[tuple[str, int]]:
         """(lines start..min(end, last line) joined by newlines, the file's line count), or None if the file
         is gone or unreadable. The text is "" when start is past the last line. Without splitting the file:
-        a merged block of a 10,000-line test module costs a slice, not a 0.3-0.5 ms split."""
+        a merged block of a 10,000-line test module costs a slice, not a split of the whole file."""
         entry = self._entry(rel_path)
         if entry is None:
             return None

@@ -1,6 +1,6 @@
 """Token counts of a rendered payload for the price of one tokenizer pass over each block shown.
 
-Counting with tiktoken costs about 1 ms per 1,500 tokens on this machine's CPU, so a packer that renders and
+Counting with tiktoken costs time in proportion to the text counted, so a packer that renders and
 counts every try (each step of a binary search for the cut, then the whole payload again, and again when
 the count changes the width of its own number) spends more time counting than searching. Here each block
 is rendered once, with its snippet, and encoded once:

@@ -82,7 +82,7 @@ class IndexState:
         self.path = Path(db_path)
         self.readonly = readonly
         # Every manifest row, read on first need and then kept in step with this object's writes; a search
-        # looks up ~45 files, which cost ~0.5 ms a query in SQL on the 102k-chunk bench. Only where this
+        # looks up tens of files, one SQL query each otherwise, in a search of a few ms. Only where this
         # object is the manifest's one writer (writable, under the index's writer lock); None until read,
         # and False for a manifest of more than MANIFEST_CACHE_MAX files (then every lookup is a query).
         self._manifest: Optional[dict[str, FileRecord]] | bool = None
