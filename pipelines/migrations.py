@@ -100,6 +100,7 @@ def purge_reclassified(root: Path, settings: Settings, state: IndexState, progre
     indexed = sorted((p, r) for p, r in state.files().items() if r.status in SEARCHABLE)
     found: dict[str, FileRecord] = {}
     remask: list[FileEntry] = []
+    masked = state.noted(MASKED_NOTE)  # indexed masked already (by this run, say): nothing to do again
     matcher = IgnoreMatcher(root)
     for i, (path, rec) in enumerate(indexed, 1):
         skips = matcher.skips = SkipLog()  # the names first: a secret by name is never opened
@@ -116,7 +117,7 @@ def purge_reclassified(root: Path, settings: Settings, state: IndexState, progre
         reason = next((r for _, r, _ in skips.items if r in (SECRET, DATA)), None)
         if reason is not None:
             found[path] = FileRecord(path, size, mtime_ns, None, None, reason, 0, 0)
-        elif ft is not None and any(note == MASKED_NOTE for note, _ in ft.notes):
+        elif ft is not None and path not in masked and any(note == MASKED_NOTE for note, _ in ft.notes):
             remask.append(ft.entry)
         if progress and (i % 500 == 0 or i == len(indexed)):
             progress("recheck", i, len(indexed))

@@ -42,20 +42,23 @@ def upgraded(tmp_path_factory: pytest.TempPathFactory):
     from coderag import index_repository
     from coderag.config import Settings
     from coderag.nodes import scan
+    from coderag.nodes.file_text import DecodedText
     from coderag.paths import DB_NAME, index_dir
     from coderag.pipelines.ingestion import FILE_CLASSES_KEY
     from coderag.store.state import IndexState
 
     root = write_files(tmp_path_factory.mktemp("reclassify") / "shop", FILES)
     mp = pytest.MonkeyPatch()
-    mp.setattr(scan, "content_class", lambda rel, data: None)  # the reader of before the content rules
+    mp.setattr(scan, "content_class", lambda rel, data: None)  # the reader of before the content rules,
+    mp.setattr(scan, "decode_file", lambda data: DecodedText(data.decode("utf-8")))  # and before masking
     try:
         old = index_repository(root, settings=Settings())
     finally:
         mp.undo()
     state = IndexState(index_dir(root) / DB_NAME)
     try:
-        assert {p: state.file(p).status for p in PURGED} == {p: "indexed" for p in PURGED}
+        assert {p: state.file(p).status for p in [*PURGED, REMASKED]} == {p: "indexed" for p in [*PURGED, REMASKED]}
+        assert TOKEN in state.conn.execute("SELECT group_concat(value) FROM kv").fetchone()[0]  # held in clear
         state.conn.execute("DELETE FROM meta WHERE key=?", (FILE_CLASSES_KEY,))  # an index that never had it
         state.commit()
     finally:
@@ -106,3 +109,46 @@ def test_reclassify_runs_once_per_rules_version(upgraded) -> None:
     again = index_repository(root, settings=Settings())
     assert again.upgraded == {} and again.indexed == 0
     assert again.unchanged == len(FILES)  # the purged files' rows say what they are: not read again
+
+
+def test_reclassify_files_skipped_under_older_rules_are_read_again(tmp_path: Path) -> None:
+    """Issue 27: an index built under rules 2 left out a source file with a token (as a secret) and a file
+    with one bad byte (as "encoding"). The upgrade reads them again, once, and indexes them: the token
+    masked, the byte replaced; they are not counted as re-masked, and the next run reads nothing."""
+    from coderag import index_repository
+    from coderag.config import Settings
+    from coderag.nodes import scan
+    from coderag.nodes.file_classes import SECRET, content_class, secret_content
+    from coderag.paths import DB_NAME, index_dir
+    from coderag.pipelines.ingestion import FILE_CLASSES_KEY
+    from coderag.store.state import IndexState
+
+    root = write_files(tmp_path / "shop", FILES)
+    (root / "src/shop/legacy.py").write_bytes("# Ren\xe9\ndef legacy_total():\n    return 1\n".encode("latin-1"))
+
+    def rules_2(rel: str, data: bytes):
+        if rel == "src/shop/legacy.py":
+            return "encoding", "not UTF-8 at byte 5"
+        why = secret_content(data)
+        return (SECRET, why) if why else content_class(rel, data)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(scan, "content_class", rules_2)
+    try:
+        index_repository(root, settings=Settings())
+    finally:
+        mp.undo()
+    state = IndexState(index_dir(root) / DB_NAME)
+    try:
+        assert (state.file("src/shop/settings.py").status, state.file("src/shop/legacy.py").status) == \
+            (SECRET, "encoding")
+        state.set_meta(FILE_CLASSES_KEY, "2")
+        state.commit()
+    finally:
+        state.close()
+
+    new = index_repository(root, settings=Settings())
+    assert new.indexed == 2 and new.notes == {"secret masked": 1, "decoded with replacement": 1}, new
+    assert new.upgraded == {}, new.upgraded  # nothing purged, nothing indexed twice
+    again = index_repository(root, settings=Settings())
+    assert (again.indexed, again.unchanged, again.upgraded) == (0, len(FILES) + 1, {})

@@ -253,6 +253,11 @@ class IndexState:
         self.conn.executemany("INSERT OR REPLACE INTO notes VALUES (?, ?, ?)", [(path, n, d) for n, d in notes])
 
     @_locked
+    def noted(self, note: str) -> set[str]:
+        """The files that carry `note`."""
+        return {r[0] for r in self.conn.execute("SELECT path FROM notes WHERE note=?", (note,))}
+
+    @_locked
     def note_counts(self) -> dict[str, int]:
         """Indexed files by note ("secret masked": 2, ...). An index written before notes existed has none."""
         marks = ",".join("?" * (len(SEARCHABLE) + 1))
