@@ -98,7 +98,7 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
     """
     # Deferred: the ingestion module pulls LlamaIndex only when files changed.
     from coderag.cli_progress import IndexProgress
-    from coderag.client import IndexClient, owner_client, owner_or_open
+    from coderag.client import IndexClient, owner_or_open
     from coderag.config import load_settings
     from coderag.paths import private_umask
     from coderag.pipelines.index_repository import index_repository
@@ -112,28 +112,18 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
 
     root = _root_for(path)
     try:
-        if rebuild:  # a rebuild is never done by the owner: it deletes what the owner serves
-            client = owner_client(root)
-            if client is not None:
-                pid = client.call("ping")["pid"]
-                client.close()
-                raise IndexLockedError(f"A coderag server (pid {pid}) owns the index of {root}: stop it (Ctrl-C in "
-                                       f'its "coderag serve", close its "coderag mcp" session, or "kill {pid}" for '
-                                       "the background owner a search started), then run --rebuild again.")
-            s = index_here(wait)
-        else:  # a running owner (coderag serve / mcp) does the work when there is one, even one starting up
-            target = owner_or_open(root, index_here, wait, _say, what="index")
-            if isinstance(target, IndexClient):
-                from types import SimpleNamespace
+        # A running owner (coderag serve / mcp, the background one) does the work when there is one, even one
+        # starting up; a rebuild too: it builds again in the background and searches go on meanwhile.
+        target = owner_or_open(root, index_here, wait, _say, what="index")
+        if isinstance(target, IndexClient):
+            from coderag.cli_owner import index_through_owner
 
-                try:
-                    s = SimpleNamespace(**target.call("refresh"))
-                finally:
-                    target.close()
-                s.chunks_per_s = s.chunks / s.seconds if s.seconds else 0.0
-                s.skip_items = [tuple(x) for x in s.skip_items]
-            else:
-                s = target
+            try:
+                s = index_through_owner(target, rebuild, progress, _say)
+            finally:
+                target.close()
+        else:
+            s = target
     finally:
         progress.close()
     skipped = sum(s.skipped.values())
@@ -144,8 +134,9 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
     click.echo(f"  chunks: {s.chunks} written ({s.embedded} embedded, {s.cached} from cache, "
                f"{s.duplicates} duplicates), {s.chunks_per_s:.1f} chunks/s")
     if getattr(s, "started_over", False):  # an owner's summary (a dict) may come from an older coderag
-        click.echo("  rebuilt: the index had been built with other model or chunking settings (an upgrade of "
-                   "coderag, a changed setting); the vectors of unchanged chunks were reused")
+        why = getattr(s, "rebuild_reason", None) or ("the index had been built with other model or chunking "
+                                                     "settings (an upgrade of coderag, a changed setting)")
+        click.echo(f"  rebuilt: {why}; the vectors of unchanged chunks were reused")
     if s.upgraded:
         click.echo("  upgraded from an older coderag: " + ", ".join(f"{v} {k}" for k, v in s.upgraded.items()))
     notes = getattr(s, "notes", {})  # an owner's summary (a dict) may come from an older coderag
@@ -191,11 +182,12 @@ def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str
     from coderag.daemon import daemon_wanted, owner_for_search
     from coderag.paths import private_umask
 
-    found = _indexed_root(root)
-    settings = load_settings(found, config)
     fmt = fmt or ("text" if sys.stdout.isatty() else "xml")
     params = dict(file_pattern=file_pattern, keywords=list(keywords), requires_exact_match=exact,
                   max_tokens=max_tokens, top_k=top_k, retriever=retriever, format=fmt)
+    _check_search_options(query, params)  # before an owner is started or the index opened
+    found = _indexed_root(root)
+    settings = load_settings(found, config)
 
     def open_here():
         # Deferred: LlamaIndex and the model load only when a search really runs here.
@@ -228,6 +220,24 @@ def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str
         click.echo(res.to_xml())
     else:
         _print_text(res)
+
+
+# The flags of `coderag search`, by the names of the SearchOptions fields they set (errors name the flags).
+SEARCH_FLAGS = {"query": "QUERY", "file_pattern": "--files", "keywords": "--keyword", "requires_exact_match": "--exact",
+                "max_tokens": "--max-tokens", "top_k": "--top-k", "retriever": "--retriever", "format": "--format"}
+
+
+def _check_search_options(query: str, params: dict) -> None:
+    """Refuse bad search options as a usage error worded with the flags the user typed."""
+    from pydantic import ValidationError
+
+    from coderag.errors import validation_text
+    from coderag.pipelines.search_options import SearchOptions
+
+    try:
+        SearchOptions(query=query, **params)
+    except ValidationError as exc:
+        raise click.UsageError(validation_text(exc, names=SEARCH_FLAGS)) from exc
 
 
 def _root_for(path: Path) -> Path:
@@ -264,7 +274,7 @@ def mcp(root: Path, config: Path | None, wait: float) -> None:
     settings = load_settings(root, config)
     from coderag.mcp_server import serve_stdio  # mcp SDK: imported only for this command
 
-    serve_stdio(root, settings, wait=wait)  # the server's handle connects later, on its own thread
+    serve_stdio(root, settings, wait=wait, config_path=config)  # the server's handle connects later, on its own thread
 
 
 @main.command()
@@ -274,11 +284,12 @@ def mcp(root: Path, config: Path | None, wait: float) -> None:
 @click.option("--idle-exit", type=click.FloatRange(min=0), default=0, show_default=True, metavar="SECONDS",
               help="Stop after this many seconds without a request and with no indexing under way; 0 = never. "
                    "The owner a `coderag search` starts uses service.idle_exit_s.")
+@click.option("--background", is_flag=True, hidden=True, help="Started by a search: hand the index over to a "
+              "process that opens it (CodeIndex.open) and stop.")
 @_wait_option
-def serve(root: Path, config: Path | None, idle_exit: float, wait: float) -> None:
+def serve(root: Path, config: Path | None, idle_exit: float, background: bool, wait: float) -> None:
     """Own the index in the foreground: index what changed, watch the tree, answer other coderag processes."""
     import signal
-    import threading
 
     from coderag.client import IndexClient, owner_or_open
     from coderag.daemon import wait_until_idle
@@ -287,8 +298,9 @@ def serve(root: Path, config: Path | None, idle_exit: float, wait: float) -> Non
 
     root = _root_for(root)
     settings = load_settings(root, config)
-    service = owner_or_open(root, lambda: IndexService(root, settings, tune_gc=True).start(), wait, _say,
-                   what="serve the index")
+    service = owner_or_open(root, lambda: IndexService(root, settings, tune_gc=True, config_path=config,
+                                                       hands_over=background).start(), wait, _say,
+                            what="serve the index")
     if isinstance(service, IndexClient):
         pid = service.call("ping")["pid"]
         service.close()
@@ -296,7 +308,7 @@ def serve(root: Path, config: Path | None, idle_exit: float, wait: float) -> Non
                                    "other commands use it. Stop it first to serve from here.")
     idle = f", stops after {idle_exit:g} s idle" if idle_exit else ""
     click.echo(f"serving {root} on {service.socket_path} (pid {os.getpid()}{idle}); Ctrl-C to stop", err=True)
-    stop = threading.Event()
+    stop = service.stop_requested  # set by SIGTERM, or by a process the background owner hands the index to
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         if wait_until_idle(service, idle_exit, stop):
@@ -357,6 +369,7 @@ def status(path: Path) -> None:
     from coderag.daemon import owner_pid
     from coderag.paths import DB_NAME, index_dir, tighten_index
     from coderag.pipelines.changes import detect_changes
+    from coderag.pipelines.skip_report import skip_report
     from coderag.store.state import SEARCHABLE, IndexState
 
     root = _indexed_root(path)
@@ -367,15 +380,16 @@ def status(path: Path) -> None:
         counts = state.counts()
         changes = detect_changes(root, state)
         manifest = state.files()
-        skipped = Counter(state.skip_counts()) + Counter(changes.skips.counts)  # read, and never opened
+        skipped = Counter(skip_report(state, changes.skips)[0])  # read, and never opened: as `index` counts
         notes = state.note_counts()
-        fp = json.loads(state.get_meta("fingerprint") or "{}")
+        built_with = state.get_meta("fingerprint")
+        fp = json.loads(built_with or "{}")
         last = state.get_meta("last_update") or "never"
     finally:
         state.close()
     click.echo(f"root:        {root}")
     click.echo(f"index:       {idx} ({_human_bytes(_dir_size(idx))})")
-    click.echo(f"files:       {counts['files']} indexed, {counts['skipped']} skipped")
+    click.echo(f"files:       {counts['files']} indexed, {sum(skipped.values())} skipped")  # the list below
     click.echo("skipped:     " + (", ".join(f"{n} {r}" for r, n in sorted(
         skipped.items(), key=lambda x: (x[0] != "secret", x[0] != "data", -x[1], x[0]))) or "none"))
     if notes:
@@ -387,6 +401,10 @@ def status(path: Path) -> None:
     pid = owner_pid(root)
     click.echo("owner:       " + (f"pid {pid} (searches and updates go through it)" if pid else
                                   "none (the next search starts one in the background)"))
+    from coderag.cli_owner import status_lines
+
+    for line in status_lines(root, pid, built_with):  # the owner's build and settings, or a settings change
+        click.echo(line)
     # Deleted: files the index holds chunks of. A gone file that was only ever skipped (it vanished while
     # a run read it, say) has nothing in the index to remove.
     deleted = [p for p in changes.removed if manifest[p].status in SEARCHABLE]

@@ -2,6 +2,10 @@
 
 The indexer reports `progress(phase, done, total)` (pipelines/ingestion.py, migrations.py):
     files        done/total files of this run, after each committed batch
+    vectors      done/total files whose vectors an owner computed after its BM25 pass (coderag/cli_owner.py)
+    to embed     a batch of `total` files is split and `done` of its chunks are to be embedded (the rest are
+                 cached): the file count moves through the batch as they are, and the time left is counted
+                 from the chunks to embed (those announced so far, scaled to all the files)
     embed        `done` more chunks embedded (total 0): added up here
     optimize     the HNSW graph is being built (no count)
     line tokens  done/total files whose line token counts are stored (an older index)
@@ -18,13 +22,14 @@ from typing import IO, Optional
 # What each phase is called on the bar, and its one line off a terminal ({total}: the phase's total).
 PHASES = {
     "files": ("indexing", "indexing {total} files..."),
+    "vectors": ("computing vectors", "computing the vectors of {total} files..."),
     "optimize": ("building the vector index (HNSW)", "building the vector index (HNSW)..."),
     "line tokens": ("counting the tokens of indexed lines", "counting the tokens of indexed lines ({total} files)..."),
     "upgrade": ("rewriting stored chunks in the current format", "rewriting stored chunks in the current format..."),
     "recheck": ("checking indexed files against the file classes", "checking {total} indexed files against the "
                                                                   "current file classes..."),
 }
-COUNTED = {"files": "files", "line tokens": "files", "recheck": "files", "upgrade": "chunks"}
+COUNTED = {"files": "files", "vectors": "files", "line tokens": "files", "recheck": "files", "upgrade": "chunks"}
 
 
 class IndexProgress:
@@ -40,6 +45,9 @@ class IndexProgress:
         self._tasks: dict[str, int] = {}
         self._console = console
         self._first: Optional[tuple[float, int]] = None  # (when, chunks) at the end of the first embedded batch
+        self._files = (0, 0)  # files committed, of all
+        self._batch = (0, 0, 0)  # the batch in progress: its files, its chunks to embed, chunks embedded before it
+        self._planned = (0, 0)  # chunks to embed announced so far, and the files they came from
 
     def rate(self) -> float:
         """Chunks embedded per second since the first batch (loading the model is not embedding)."""
@@ -47,11 +55,33 @@ class IndexProgress:
             return 0.0
         return (self.embedded - self._first[1]) / max(1e-6, time.monotonic() - self._first[0])
 
+    def seconds_left(self) -> Optional[float]:
+        """Chunks still to embed over the rate so far; None before there is a rate. The chunks to embed in the
+        files not split yet are guessed from those announced so far, per file."""
+        rate, (chunks, files), total = self.rate(), self._planned, self._files[1]
+        if not rate or not files or not total:
+            return None
+        return max(0.0, chunks * max(total, files) / files - self.embedded) / rate
+
+    def shown_files(self) -> float:
+        """Files committed, plus the share of the batch in progress its embedded chunks stand for."""
+        files, to_embed, before = self._batch
+        done = self._files[0]
+        if files and to_embed:
+            done += files * min(1.0, (self.embedded - before) / to_embed)
+        return min(done, self._files[1]) if self._files[1] else done
+
     def __call__(self, phase: str, done: int, total: int) -> None:
+        if phase == "to embed":
+            self._batch = (total, done, self.embedded)
+            self._planned = (self._planned[0] + done, self._planned[1] + total)
+            return
         if phase == "embed":
             self.embedded += done
             if not self._first:  # the first batch's end: the model is loaded by then
                 self._first = (time.monotonic(), self.embedded)
+        elif phase == "files":
+            self._files, self._batch = (done, total), (0, 0, 0)
         if not self.live:
             self._line(phase, total)
             return
@@ -60,7 +90,8 @@ class IndexProgress:
             task = self._tasks.get("files")
             if task is None:  # chunks embedded outside a files pass (a migration re-reading files)
                 task = self._tasks["files"] = bar.add_task(PHASES["files"][0], total=None, chunks=0, unit="files")
-            bar.update(task, chunks=self.embedded, rate=self.rate())
+            bar.update(task, completed=self.shown_files(), chunks=self.embedded, rate=self.rate(),
+                       left=self.seconds_left())
             return
         task = self._tasks.get(phase)
         if task is None and not total and phase in ("files", "line tokens", "recheck"):
@@ -72,7 +103,8 @@ class IndexProgress:
         if phase == "optimize":
             bar.update(task, total=None)
         else:
-            bar.update(task, completed=done, total=total or None, chunks=self.embedded, rate=self.rate())
+            left = self.seconds_left() if phase == "files" else None
+            bar.update(task, completed=done, total=total or None, chunks=self.embedded, rate=self.rate(), left=left)
 
     def _line(self, phase: str, total: int) -> None:
         if phase in self._said or phase not in PHASES or (phase in ("files", "line tokens", "recheck") and not total):
@@ -124,7 +156,8 @@ def _columns():
             return Text(text, style="progress.download")
 
     class TimeLeft(TimeRemainingColumn):
-        """rich's estimate from the files done so far, worded."""
+        """The time left from the chunks to embed (IndexProgress.seconds_left), else rich's estimate from the
+        count done so far (a phase that embeds nothing), worded."""
 
         def __init__(self) -> None:
             super().__init__(compact=True, table_column=Column(no_wrap=True))
@@ -132,6 +165,12 @@ def _columns():
         def render(self, task) -> Text:
             if task.total is None or task.finished:
                 return Text("")
-            return Text(f"{super().render(task).plain} left", style="progress.remaining")
+            left = task.fields.get("left")
+            if left is None:
+                return Text(f"{super().render(task).plain} left", style="progress.remaining")
+            minutes, seconds = divmod(int(left + 0.5), 60)
+            hours, minutes = divmod(minutes, 60)
+            shown = f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes:02d}:{seconds:02d}"
+            return Text(f"{shown} left", style="progress.remaining")
 
     return Counts, TimeLeft

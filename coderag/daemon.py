@@ -29,7 +29,7 @@ def serve_command(root: Path, idle_exit_s: float, wait: float, config: Optional[
     """The command line of a background owner of `root`: this environment's console script when it has one."""
     script = Path(sys.executable).with_name("coderag")
     head = [str(script)] if script.exists() else [sys.executable, "-m", "coderag.cli"]
-    cmd = head + ["serve", "--root", str(root), "--idle-exit", f"{idle_exit_s:g}", "--wait", f"{wait:g}"]
+    cmd = head + ["serve", "--root", str(root), "--idle-exit", f"{idle_exit_s:g}", "--wait", f"{wait:g}", "--background"]
     return cmd + (["--config", str(Path(config).resolve())] if config else [])
 
 

@@ -36,9 +36,10 @@ def _shown(value) -> str:
     return text if len(text) <= 60 else f"{text[:60]}... ({len(text)} characters)"
 
 
-def validation_text(exc, what: str = "search options") -> str:
+def validation_text(exc, what: str = "search options", names: dict[str, str] | None = None) -> str:
     """A pydantic ValidationError in one line of words: what was invalid, each argument, its problem and
-    the value given (pydantic's str() adds error types and a documentation URL per argument).
+    the value given (pydantic's str() adds error types and a documentation URL per argument). `names`: the
+    words the user typed for each field (the CLI's flags: file_pattern -> --files), in place of its name.
 
     Examples:
         >>> from pydantic import BaseModel, Field, ValidationError
@@ -50,10 +51,17 @@ def validation_text(exc, what: str = "search options") -> str:
         ...     print(validation_text(exc))
         Invalid search options: n: Input should be greater than or equal to 1 (got 0).
     """
+    import re
+
+    names = names or {}
     parts = []
     for err in exc.errors():
-        where = ".".join(map(str, err["loc"])) or "request"
+        loc = [names.get(str(p), str(p)) for p in err["loc"]]
+        where = ".".join(loc) or "request"
         msg = err["msg"].removeprefix("Value error, ")
+        for field, flag in names.items():  # "Malformed file_pattern ..." -> "Malformed --files ..."
+            if flag.startswith("--"):  # a flag; not an argument, whose name reads as a word ("query is empty")
+                msg = re.sub(rf"\b{re.escape(field)}\b", flag, msg)
         given = err.get("input")
         shown = "" if isinstance(given, (dict, list)) or (isinstance(given, str) and given in msg) else \
             f" (got {_shown(given)})"

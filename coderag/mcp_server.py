@@ -59,10 +59,10 @@ def _open(handle) -> None:
 
 @asynccontextmanager
 async def _lifespan(server, root: Path, settings, wait: Optional[float] = None,
-                    tune_gc: bool = False) -> AsyncIterator[dict]:
+                    tune_gc: bool = False, config_path=None) -> AsyncIterator[dict]:
     from coderag.client import IndexHandle
 
-    handle = IndexHandle(root, settings, wait=wait, tune_gc=tune_gc)
+    handle = IndexHandle(root, settings, wait=wait, tune_gc=tune_gc, config_path=config_path)
     # Opened in the background, so initialize is answered at once: a slow start (imports, or the lock of
     # a running `coderag index`, waited on for up to 30 s) must not trip the client's connection timeout.
     # Tool calls wait for it on the handle's lock.
@@ -74,11 +74,12 @@ async def _lifespan(server, root: Path, settings, wait: Optional[float] = None,
 
 
 def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] = None,
-                 tune_gc: bool = False) -> MCPServer:
+                 tune_gc: bool = False, config_path=None) -> MCPServer:
     """The MCPServer with its three tools, bound to the index of `root`. `wait`: seconds its first
     connection waits for another process that holds the index (default coderag.lock.DEFAULT_WAIT_S).
     `tune_gc`: the process is `coderag mcp` itself, so an owner it becomes tunes the process's GC
     (coderag/service.py tune_gc_for_serving); an in-process server leaves its host's collector alone.
+    `config_path`: the `--config` file `settings` came from, which an owner reads again when it changes.
 
     Examples:
         >>> server = build_server("path/to/repo")      # doctest: +SKIP
@@ -90,7 +91,7 @@ def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] 
 
     @asynccontextmanager
     async def lifespan(server):
-        async with _lifespan(server, root, settings, wait, tune_gc) as ctx:
+        async with _lifespan(server, root, settings, wait, tune_gc, config_path) as ctx:
             yield ctx
 
     from importlib.metadata import version
@@ -151,10 +152,10 @@ def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] 
     return mcp
 
 
-def serve_stdio(root: str | Path = ".", settings=None, wait: Optional[float] = None) -> None:
+def serve_stdio(root: str | Path = ".", settings=None, wait: Optional[float] = None, config_path=None) -> None:
     """Serve on stdin/stdout until stdin closes; every malformed line gets an answer (coderag/mcp_stdio.py)."""
     import anyio
 
     from coderag.mcp_stdio import run_stdio
 
-    anyio.run(run_stdio, build_server(root, settings, wait, tune_gc=True))
+    anyio.run(run_stdio, build_server(root, settings, wait, tune_gc=True, config_path=config_path))

@@ -1,5 +1,10 @@
 """IndexService: the one owner of an index. It holds the open CodeIndex, indexes in the background,
-watches the tree, and answers thin clients on a Unix socket in the index folder."""
+watches the tree, and answers thin clients on a Unix socket in the index folder.
+
+Beside it, nothing is refused (coderag/owner_changes.py): `coderag index` (and `--rebuild`) has the owner do
+the work; an edit of the settings file is applied: retrieval settings to the next search, a model or
+chunking change by building the index again in the background; and the background owner a search
+started hands the index over to a process that opens it (coderag/handover.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ from typing import Any, Optional
 
 from coderag.config import Settings, StoreMode, load_settings
 from coderag.errors import IndexLockedError
+from coderag.handover import HAND_OVER
+from coderag.owner_changes import BUILDING, OwnerChanges  # noqa: F401 (BUILDING: public here)
 from coderag.paths import LOCK_NAME, LOG_NAME, ensure_index_dir, private_umask
 from coderag.socket_server import SOCKET_NAME, bind, socket_path_for  # noqa: F401 (SOCKET_NAME: public here)
 
@@ -61,30 +68,43 @@ def setup_logging(index_dir: Path, level: int = logging.INFO) -> None:
 
 
 class _Stopped(Exception):
-    """Ends background indexing at a batch boundary when the owner stops."""
+    """Ends background indexing at a batch boundary when the owner stops, or starts the build over."""
 
 
-class IndexService:
+class IndexService(OwnerChanges):
     """Owner of one index: search, status, expand and refresh, for this process and for thin clients.
 
-    `start()` raises IndexLockedError when another process owns the index.
+    `start()` raises IndexLockedError when another process owns the index. `config_path`: the settings file
+    it was started with (`--config`), read again when it changes. `hands_over`: the owner a search started
+    in the background; it stops when a process that opens the index itself asks for it (`stop_requested`).
     """
 
     def __init__(self, root: str | Path, settings: Optional[Settings] = None, watch: bool = True,
-                 background: bool = True, serve: bool = True, tune_gc: bool = False) -> None:
+                 background: bool = True, serve: bool = True, tune_gc: bool = False,
+                 config_path: Optional[str | Path] = None, hands_over: bool = False) -> None:
+        from coderag.settings_file import SettingsFile
+
         self.root = Path(root).resolve()
-        self.settings = settings or load_settings(self.root)
+        self.settings = settings or load_settings(self.root, config_path)
+        self.settings_file = SettingsFile(self.root, config_path)
+        self.settings_note: Optional[str] = None  # what the last change of the settings file did
+        self._settings_lock = threading.Lock()
+        self.hands_over = hands_over
+        self.stop_requested = threading.Event()  # the process's main loop stops the owner when set
+        self.last_build: Optional[dict] = None  # the summary of the last background build, for `coderag index`
         self.index_dir = ensure_index_dir(self.root)
         self.watch, self.background, self.serve = watch, background, serve
         self.tune_gc = tune_gc  # the owner process's own entry point: tune its GC after the warm-up
         self.index = None
         self._server = None
         self._stop = threading.Event()
+        self._cancel = threading.Event()  # the background build in progress is to end (a rebuild starts over)
+        self._rebuild_lock = threading.Lock()
+        self._writer_lock = None
         self._ingest = threading.RLock()  # replaced by the index's own ingest lock in start()
         self._threads: list[threading.Thread] = []
         self._results: OrderedDict[str, dict] = OrderedDict()
         self.progress = {"phase": "idle", "done": 0, "total": 0, "embedded": 0, "error": None}
-        self.walk_skips: dict[str, int] = {}  # what the first build's walk left out unread (secrets, data by name)
         self.dense_ready = False
         self._ready = threading.Event()  # the index is open (requests that arrive before wait for it)
         self._watcher = None
@@ -101,13 +121,14 @@ class IndexService:
         # The lock, then the socket at once, then the index (opening the shard takes a while): a client that
         # finds the lock held finds an owner that answers (its requests wait for the index), or finds it a
         # moment later while it retries (client.owner_or_open) -- never a holder that stays silent.
-        lock = WriterLock(self.index_dir / LOCK_NAME).acquire()
+        lock = self._writer_lock = WriterLock(self.index_dir / LOCK_NAME).acquire()
         try:
             if self.serve:
                 self._bind()
             with private_umask():  # a new index.db and shard are created 0600
                 if start_over_if_stale(self.index_dir, self.settings):
                     log.warning("the index was built with other model or chunking settings: rebuilding it")
+                    self.progress["rebuild"] = "the index had been built with other model or chunking settings"
                 self.index = CodeIndex.open(self.root, settings=self.settings, create=True, lock=lock)
         except BaseException:
             self._unbind()
@@ -173,8 +194,11 @@ class IndexService:
             pass
 
     # -- background work --------------------------------------------------------------------------
+    def _stopping(self) -> bool:
+        return self._stop.is_set() or self._cancel.is_set()
+
     def _progress(self, phase: str, done: int, total: int) -> None:
-        if phase == "files" and self._stop.is_set():
+        if phase == "files" and self._stopping():
             raise _Stopped  # between two committed batches: stop() need not wait for the whole pass
         if phase == "embed":
             self.progress["embedded"] += done
@@ -190,13 +214,13 @@ class IndexService:
         from coderag.store.state import STATUS_SPARSE
 
         idx = self.index
+        t0 = time.perf_counter()
         try:
             # Embedded store: BM25 first, so search works within seconds (even for a few files loading the
             # model takes seconds); the changed files' vectors follow in the dense pass below.
             two_pass = self.settings.store.mode == StoreMode.Embedded
             self.progress.update(phase="bm25" if two_pass else "indexing", done=0, total=0)
             summary = idx.refresh(progress=self._progress, dense=not two_pass)
-            self.walk_skips = dict(summary.skipped)
             # Dense pass over whatever is still BM25-only, in small steps so searches interleave.
             # Source files first, then tests, docs and examples: the dense leg helps the questions that
             # matter soonest while the rest is still answered by BM25.
@@ -215,6 +239,7 @@ class IndexService:
                     role: {"done": 0, "total": roles.count(role)} for role in ROLES})
                 self._densify(pending, role_of)
             self.dense_ready = True
+            self.last_build = self._build_summary(summary, time.perf_counter() - t0)
             forget(self.index_dir)  # a killed rebuild's old vectors (previous_cache.py): every chunk has its own
             self._upgrade()
             self.progress.update(phase="warming")  # model, page cache, one search: then "idle"
@@ -259,10 +284,11 @@ class IndexService:
 
         done = 0
         for i in range(0, len(paths), DENSE_BATCH_FILES):
-            if self._stop.is_set():
-                return
+            if self._stopping():
+                raise _Stopped  # not "dense ready": the next owner (or build) goes on from here
             part = paths[i:i + DENSE_BATCH_FILES]
-            self.index.refresh(paths=part, progress=embedded_only, force=True)  # same content, now with vectors
+            step = self.index.refresh(paths=part, progress=embedded_only, force=True)  # same content, with vectors
+            self.progress["cached"] = self.progress.get("cached", 0) + step.cached
             done += len(part)
             self.progress.update(done=done)
             for p in part:
@@ -272,6 +298,8 @@ class IndexService:
         """The watcher's batch: re-index those paths, or the whole tree (a folder or an ignore rule changed)."""
         from coderag.nodes.ignore import IGNORE_FILE_NAMES
 
+        if self.settings_file.relative_to_root() in rels:
+            self.check_settings()
         idx = self.index
         if idx is None:
             return
@@ -305,15 +333,18 @@ class IndexService:
     # -- requests -------------------------------------------------------------------------------
     def dispatch(self, method: str, params: dict) -> Any:
         handler = {"search": self.search, "status": self.status, "expand": self.expand, "refresh": self.refresh,
+                   "build": self.build, HAND_OVER: self.hand_over,
                    "ping": lambda: {"pid": os.getpid(), "root": str(self.root), "ready": self._ready.is_set()}
                    }.get(method)
         if handler is None:
             raise ValueError(f"unknown method {method!r}")
-        if method != "ping":
+        if method not in ("ping", HAND_OVER):
             self._ready.wait(OPEN_WAIT_S)  # an owner that has just bound its socket is still opening the index
-            if self.index is None:
+            if self.index is None or self.stop_requested.is_set():
                 raise IndexLockedError(f"The owner of {self.root} (pid {os.getpid()}) is not serving its index "
                                        f"(starting up, or stopping). Try again in a few seconds.")
+            if method != "expand":
+                self.check_settings()  # an edited qdrant.yaml is never answered from the old settings
         return handler(**params)
 
     def search(self, **params: Any) -> dict:
@@ -377,12 +408,15 @@ class IndexService:
     def status(self) -> dict:
         idx = self.index
         counts = idx.state.counts()
-        skipped = dict(self.walk_skips)
-        for reason, n in idx.state.skip_counts().items():  # files read and left out, from the manifest
-            skipped[reason] = skipped.get(reason, 0) + n
+        from coderag.nodes.scan import SkipLog
+        from coderag.pipelines.skip_report import skip_report
+
+        skipped, _ = skip_report(idx.state, idx.walk_skips or SkipLog())  # counted as `coderag index` counts them
         return {"root": str(self.root), "index_dir": str(self.index_dir), "pid": os.getpid(),
                 "model": str(self.settings.model_dir()), "last_update": idx.state.get_meta("last_update"),
                 "counts": counts, "skipped": skipped, "dense_ready": self.dense_ready, "indexing": dict(self.progress),
+                "settings": {"file": str(self.settings_file.path), "note": self.settings_note},
+                "last_build": self.last_build,
                 "watcher": self._watcher.status() if self._watcher is not None else {"state": "off"},
                 "uptime_s": round(time.time() - self.started, 1)}
 

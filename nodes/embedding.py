@@ -106,15 +106,18 @@ class CachedEmbedder(TransformComponent):
     _model: Any = PrivateAttr(default=None)
     _cache: Any = PrivateAttr(default=None)
     _on_batch: Optional[Callable[[int], None]] = PrivateAttr(default=None)
+    _on_plan: Optional[Callable[[int], None]] = PrivateAttr(default=None)
     _stats: dict = PrivateAttr(default_factory=dict)
     _enabled: bool = PrivateAttr(default=True)
 
     def __init__(self, loader: Callable[[], Any], cache: Any = None,
-                 on_batch: Optional[Callable[[int], None]] = None, **kwargs: Any) -> None:
+                 on_batch: Optional[Callable[[int], None]] = None,
+                 on_plan: Optional[Callable[[int], None]] = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._loader = loader
         self._cache = cache
         self._on_batch = on_batch
+        self._on_plan = on_plan  # told how many chunks a call embeds, before it starts (progress: time left)
         self._stats = {"embedded": 0, "cached": 0}
 
     @classmethod
@@ -154,6 +157,8 @@ class CachedEmbedder(TransformComponent):
             if key in hits:
                 node.embedding = np.frombuffer(hits[key], dtype=np.float32).tolist()
         self._stats["cached"] += len(todo) - len(missing)
+        if self._on_plan:
+            self._on_plan(len(missing))
         fresh: dict[str, list[float]] = {}
         for b in range(0, len(missing), self.batch_size):
             idx = missing[b:b + self.batch_size]

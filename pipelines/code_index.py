@@ -16,6 +16,30 @@ from coderag.pipelines.search_options import SearchOptions
 from coderag.postprocessors.payload import SearchResults
 from coderag.store.state import SEARCHABLE, FileRecord, IndexState
 
+def _take_lock(idx: Path, wait: float) -> WriterLock:
+    """The writer lock of index folder `idx`, for a process that opens the index itself (a notebook, a
+    one-shot command): taken at once when free; else the background owner that holds it is asked to hand
+    it over, and the lock is awaited while it finishes; else waited for up to `wait` seconds."""
+    from coderag.errors import IndexLockedError
+    from coderag.handover import HANDOVER_WAIT_S, ask_owner_to_hand_over
+
+    lock = WriterLock(idx / LOCK_NAME)
+    try:
+        return lock.acquire()
+    except IndexLockedError:
+        pass
+    owner = ask_owner_to_hand_over(idx)  # raises, in the owner's words, when it keeps the index
+    try:
+        return lock.acquire(wait=max(wait, HANDOVER_WAIT_S) if owner else wait)
+    except IndexLockedError as exc:
+        if owner:
+            raise IndexLockedError(f"The background owner of {idx.parent} (pid {owner}) agreed to hand the index "
+                                   f"over but still holds it after {max(wait, HANDOVER_WAIT_S):.0f} s. "
+                                   f'Try again, or stop it ("kill {owner}").') from exc
+        raise IndexLockedError(f"Another coderag process ({lock.holder()}) is writing the index in {idx}. Wait for "
+                               "it to finish (pass wait=SECONDS to CodeIndex.open to wait for it), or stop it.") from exc
+
+
 class CodeIndex:
     """An open index: search it, refresh it, or take its parts to build your own pipeline.
 
@@ -42,6 +66,7 @@ class CodeIndex:
         self._engine = None
         self._tokenizer = None
         self._paths: Optional[list[str]] = None
+        self.walk_skips = None  # the SkipLog of the last walk of the whole tree: what it left out unread
         # One ingestion at a time; searches never wait for it (the stores are safe to read meanwhile).
         self.ingest_lock = threading.RLock()
         from coderag.pipelines.freshness import FileChecker
@@ -58,6 +83,10 @@ class CodeIndex:
         With `create=False` a missing index raises IndexMissingError; with `create=True` an empty
         index is created, to be filled by `refresh()`. `lock`: the index's writer lock, already taken by the
         caller (the owner takes it before it opens its socket); released on failure and by close().
+
+        The background owner a `coderag search` started hands the index over and exits (coderag/handover.py);
+        an owner run in the foreground (`coderag mcp`, `coderag serve`) keeps it, and the error says so.
+        `wait`: seconds to wait for another process that is writing the index.
         """
         start = Path(root).resolve()
         found = find_root(start)
@@ -67,7 +96,7 @@ class CodeIndex:
             found = start
         settings = settings or load_settings(found, config_path)
         idx = ensure_index_dir(found)
-        lock = lock or WriterLock(idx / LOCK_NAME).acquire(wait=wait)
+        lock = lock or _take_lock(idx, wait)
         try:
             with private_umask():  # a new index.db and shard: 0600 (the folder is 0700 already)
                 state = IndexState(idx / DB_NAME)
@@ -78,7 +107,9 @@ class CodeIndex:
             raise
         return index
 
-    def close(self) -> None:
+    def close(self, release_lock: bool = True) -> None:
+        """Close the store and the state. `release_lock=False`: the caller keeps the writer lock (an owner
+        that opens the index again, to rebuild it)."""
         stop = getattr(self._embed_model, "stop_process", None)
         if stop is not None:
             stop()
@@ -87,7 +118,8 @@ class CodeIndex:
                 self._store.close()
             self._store = self._storage_context = None
             self.state.close()
-            self._lock.release()
+            if release_lock:
+                self._lock.release()
 
     def __enter__(self) -> "CodeIndex":
         return self
@@ -210,8 +242,26 @@ class CodeIndex:
         """The IngestionPipeline (filter, splitter, path injection, dedup, cached embedding -> store)."""
         return self._ingestion().pipeline
 
-    def as_query_engine(self, llm: Any, **kwargs: Any):
-        """A RetrieverQueryEngine over `retriever` for users who bring their own LLM."""
+    def as_query_engine(self, llm: Any = None, **kwargs: Any):
+        """A RetrieverQueryEngine over `retriever` that writes answers with `llm`, which you bring (coderag
+        itself needs none). Without one, ValueError saying how: LlamaIndex would otherwise reach for its
+        global default, OpenAI, and fail on a missing package or key (README: "Python API" shows a local LLM).
+
+        Examples:
+            >>> from llama_index.llms.ollama import Ollama                     # doctest: +SKIP
+            >>> engine = index.as_query_engine(llm=Ollama(model="qwen2.5-coder:7b", request_timeout=120))  # doctest: +SKIP
+            >>> print(engine.query("where are failed logins retried?"))        # doctest: +SKIP
+        """
+        if llm is None:
+            from llama_index.core import Settings as LlamaSettings
+
+            llm = getattr(LlamaSettings, "_llm", None)  # one the user set (Settings.llm = ...), never the OpenAI default
+        if llm is None:
+            raise ValueError(
+                "as_query_engine needs an LLM to write its answers (coderag's own search needs none): pass one, "
+                'e.g. a local model served by Ollama: pip install llama-index-llms-ollama, then llm=Ollama(model='
+                '"qwen2.5-coder:7b", request_timeout=120) from llama_index.llms.ollama. Without an LLM, use '
+                "index.search(...) or index.retriever.retrieve(...).")
         from llama_index.core.query_engine import RetrieverQueryEngine
 
         return RetrieverQueryEngine.from_args(self.retriever, llm=llm, **kwargs)
@@ -246,6 +296,11 @@ class CodeIndex:
             s.files_seen, s.unchanged = len(changes.entries), changes.unchanged
             s.skipped, s.skip_items = dict(changes.skips.counts), list(changes.skips.items)  # what the walk left
             sync(run, changes, fingerprint(self.settings), progress, force=force)
+            if paths is None:  # a whole tree: what it leaves out, whichever run read it (one account everywhere)
+                from coderag.pipelines.skip_report import skip_report
+
+                s.skipped, s.skip_items = skip_report(self.state, changes.skips, s.skip_items)
+                self.walk_skips = changes.skips
             self._paths = None
             return s
 
@@ -302,6 +357,27 @@ class CodeIndex:
             res, _ = self.engine.search(opts, f"refreshed {len(stale)} changed file(s) before answering")
             res.timings["refresh_ms"] = refresh_ms
         return res
+
+    def use_settings(self, settings: Settings) -> None:
+        """Search with `settings` from the next search on (an owner whose settings file changed): the query
+        pipeline is built again with them, and the query model loaded again if its precision changed. Only
+        settings that leave the indexed chunks as they are: a model or chunking change needs a rebuild."""
+        from coderag.errors import ConfigError
+        from coderag.pipelines.ingestion import fingerprint
+
+        if fingerprint(settings) != fingerprint(self.settings):
+            raise ConfigError(f'The model or chunking settings changed: run "coderag index {self.root} --rebuild" '
+                              "to build the index with them.")
+        old, self.settings = self.settings, settings
+        self._engine = None  # built again from the new settings by the next search
+        if (settings.retrieval.query_precision, settings.retrieval.embed_process) != \
+                (old.retrieval.query_precision, old.retrieval.embed_process):
+            stop = getattr(self._embed_model, "stop_process", None)
+            if stop is not None:
+                stop()
+            self._embed_model = None
+        if settings.embedding != old.embedding:
+            self._doc_embed_model = None
 
     def settings_match(self) -> bool:
         """Whether the index was built with the current model and chunking, so `refresh` may write to it."""

@@ -6,9 +6,8 @@ import time
 from pathlib import Path
 
 from coderag.config import Settings, load_settings
-from coderag.lock import WriterLock
-from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
-from coderag.pipelines.code_index import CodeIndex
+from coderag.paths import DB_NAME, ensure_index_dir
+from coderag.pipelines.code_index import CodeIndex, _take_lock
 from coderag.store.state import IndexState
 
 
@@ -33,6 +32,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     from coderag.pipelines.changes import detect_changes
     from coderag.pipelines.ingestion import IndexSummary, check_fingerprint, fingerprint
     from coderag.pipelines.migrations import upgrade_index
+    from coderag.pipelines.skip_report import skip_report
 
     t0 = time.perf_counter()
     root = Path(root).resolve()
@@ -40,7 +40,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         raise ConfigError(f"{root} is not a folder. Pass the repository to index: coderag index PATH")
     settings = settings or load_settings(root)
     idx = ensure_index_dir(root)
-    lock = WriterLock(idx / LOCK_NAME).acquire(wait=wait)
+    lock = _take_lock(idx, wait)  # a background owner hands the index over (coderag/handover.py)
     try:
         if rebuild:
             set_aside(idx)  # its embedding cache serves the rebuild: unchanged chunks are not embedded again
@@ -50,8 +50,9 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
             check_fingerprint(state, fingerprint(settings), root)
             changes = detect_changes(root, state)
             if not (changes.candidates or changes.removed):
+                skipped, skip_items = skip_report(state, changes.skips)  # the walk's, and the manifest's
                 s = IndexSummary(root=str(root), files_seen=len(changes.entries), unchanged=changes.unchanged,
-                                 skipped=dict(changes.skips.counts), skip_items=list(changes.skips.items))
+                                 skipped=skipped, skip_items=skip_items)
                 s.upgraded = upgrade_index(root, settings, state, progress)
                 forget(idx)  # a rebuild killed after its last file: the index is whole
                 s.seconds = time.perf_counter() - t0

@@ -83,6 +83,7 @@ class Ingestion:
         # Counts the lines of the files indexed: the open index's PayloadTokenizer when there is one (one
         # cl100k per process, not one per run of the owner's dense pass), else one made on first use.
         self._tokenizer = tokenizer
+        self._batch_files = 0  # files in the batch being processed (progress reports them with its chunks)
 
     # -- heavy parts, built on first use --
     def _build(self) -> None:
@@ -108,6 +109,7 @@ class Ingestion:
                                                                       s.embedding.threads, s.embedding.device,
                                                                       s.embedding.window_tokens)),
             cache=embedding_cache(self.state, self.state.path), on_batch=lambda n: self._tick("embed", n),
+            on_plan=lambda n: self._tick("to embed", n, self._batch_files),
             model_id=str(model_dir), batch_size=s.embedding.batch_size)
         if self._store is None:
             self._store = open_vector_store(s, self.root)
@@ -128,9 +130,9 @@ class Ingestion:
             disable_cache=True,  # our chunk-hash cache replaces IngestionCache, which keys on whole batches
         )
 
-    def _tick(self, phase: str, n: int) -> None:
+    def _tick(self, phase: str, n: int, total: int = 0) -> None:
         if self.progress:
-            self.progress(phase, n, 0)
+            self.progress(phase, n, total)
 
     @property
     def pipeline(self):
@@ -189,6 +191,7 @@ class Ingestion:
         """Index one batch of new or modified files; commit. Returns dependents to re-index."""
         from coderag.nodes.reader import make_document
 
+        self._batch_files = len(batch)
         manifest = {e.rel_path: self.state.file(e.rel_path) for e in batch}
         docs, stats = [], {}
         notes: dict[str, tuple] = {}

@@ -62,3 +62,25 @@ def test_off_a_terminal_one_line_per_phase_and_nothing_else() -> None:
     quiet = IndexProgress(stream=out)
     quiet("files", 0, 0)  # nothing changed but a deletion
     assert out.getvalue() == ""
+
+
+def test_time_left_comes_from_the_chunks_to_embed_and_files_move_within_a_batch() -> None:
+    """Issue 26: the bar showed `--:-- left` for minutes and sat at 0/241 files while the first batch of 64
+    files was embedded. The chunks a batch is to embed are announced before it starts: the file count moves
+    with them, and the time left is those chunks (scaled to all the files) over the rate."""
+    from rich.console import Console
+
+    out = io.StringIO()
+    progress = IndexProgress(live=True, console=Console(file=out, force_terminal=True, width=120))
+    progress("files", 0, 128)
+    progress("to embed", 100, 64)  # the first 64 files hold 100 chunks to embed
+    progress("embed", 16, 0)  # the end of the first model call: the rate counts from here
+    time.sleep(0.05)
+    progress("embed", 16, 0)
+    assert int(progress.shown_files()) == 20  # 64 files x 32/100 chunks
+    left = progress.seconds_left()
+    assert left is not None and abs(left * progress.rate() - (200 - 32)) < 8  # 200: 100 per 64 files, 128 files
+    progress.close()
+    frames = [f for f in re.split(r"[\r\n]", ANSI.sub("", out.getvalue())) if f.strip()]
+    assert re.search(r"indexing .*20/128 files, 32 chunks", frames[-1]), frames
+    assert re.search(r"\d\d:\d\d left", frames[-1]) and "--:--" not in frames[-1], frames[-1]

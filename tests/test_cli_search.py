@@ -111,9 +111,9 @@ def test_cli_search_no_results_exits_zero_with_a_message(repo: Path) -> None:
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["--files", "[abc"], "Malformed file_pattern '[abc': unclosed '['"),
-    (["--max-tokens", "10"], "max_tokens"),
-    (["--top-k", "0"], "top_k"),
+    (["--files", "[abc"], "--files: Malformed --files '[abc': unclosed '['"),
+    (["--max-tokens", "10"], "--max-tokens: Input should be greater than or equal to 50 (got 10)"),
+    (["--top-k", "0"], "--top-k: Input should be greater than or equal to 1 (got 0)"),
     (["--retriever", "fuzzy"], "'fuzzy' is not one of 'hybrid', 'bm25', 'dense'"),
     (["--format", "yaml"], "'yaml' is not one of 'text', 'xml', 'json'"),
 ])
@@ -190,7 +190,9 @@ def owner(repo: Path):
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_bad_options_read_the_same_from_the_cli_the_owner_and_mcp(repo: Path, anyio_backend) -> None:
+async def test_bad_options_read_alike_from_the_cli_the_owner_and_mcp(repo: Path, anyio_backend) -> None:
+    """One wording whoever answers; the CLI names its flags (--files), the MCP tool its parameters
+    (file_pattern), each what its user typed (issue 26)."""
     from mcp import Client
 
     from coderag.mcp_server import build_server
@@ -201,8 +203,8 @@ async def test_bad_options_read_the_same_from_the_cli_the_owner_and_mcp(repo: Pa
         res = search(repo, "tax", *args)
         assert res.exit_code == 2, res.output
         here[args[0]] = res.stderr.strip().splitlines()[-1].removeprefix("Error: ")
-    assert here["--files"].startswith("Invalid search options: file_pattern: Malformed file_pattern '[abc'")
-    assert here["--max-tokens"] == ("Invalid search options: max_tokens: Input should be greater than or equal "
+    assert here["--files"].startswith("Invalid search options: --files: Malformed --files '[abc'")
+    assert here["--max-tokens"] == ("Invalid search options: --max-tokens: Input should be greater than or equal "
                                     "to 50 (got 10).")
     svc = IndexService(repo, watch=False, background=False).start()
     try:
@@ -215,7 +217,8 @@ async def test_bad_options_read_the_same_from_the_cli_the_owner_and_mcp(repo: Pa
                     continue  # the MCP tool's own argument check words a bad max_tokens (test_mcp_malformed.py)
                 tool = await mcp.call_tool("search_code", {"query": "tax", **arguments})
                 text = tool.content[0].text  # the SDK puts its own "Error executing tool X: " before a tool error
-                assert tool.is_error and text.removeprefix("Error executing tool search_code: ") == here[args[0]], text
+                as_parameter = here[args[0]].replace(args[0], next(iter(arguments)))  # --files -> file_pattern
+                assert tool.is_error and text.removeprefix("Error executing tool search_code: ") == as_parameter, text
     finally:
         svc.stop()
 

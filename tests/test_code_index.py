@@ -137,6 +137,14 @@ def test_code_index_query_engine_with_a_users_llm(index) -> None:
     assert response.source_nodes[0].node.metadata["file_path"] == "src/cache/lru.py"
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"llm": None}])
+def test_code_index_query_engine_without_an_llm_says_how_to_bring_one(index, kwargs) -> None:
+    """Issue 26: `as_query_engine()` was a TypeError, and `llm=None` an ImportError about OpenAI."""
+    with pytest.raises(ValueError, match=r"needs an LLM .*llama-index-llms-ollama.*index\.search") as exc:
+        index.as_query_engine(**kwargs)
+    assert "openai" not in str(exc.value).lower()
+
+
 # -- unicode and odd paths ----------------------------------------------------------------------------
 
 def test_code_index_unicode_path_comes_back_as_posix_relative(index, repo: Path) -> None:

@@ -257,7 +257,7 @@ def test_cli_search_bad_and_brace_globs(repo: Path, client: Client) -> None:
 
     res = CliRunner().invoke(main, ["search", "tax", "--root", str(repo), "--files", "[z-a]", "--format", "xml"])
     assert res.exit_code == 2, res.output  # a usage error, not a traceback
-    assert "Malformed file_pattern '[z-a]'" in res.output and "Examples:" in res.output, res.output
+    assert "--files: Malformed --files '[z-a]'" in res.output and "Examples:" in res.output, res.output
     assert "errors.pydantic.dev" not in res.output
 
     res = CliRunner().invoke(main, ["search", "sales tax on invoices", "--root", str(repo),

@@ -245,6 +245,14 @@ class IndexState:
                                  (*SEARCHABLE, STATUS_DIRTY))
         return dict(rows.fetchall())
 
+    @_locked
+    def skipped_files(self) -> list[tuple[str, str]]:
+        """(path, reason) of each file that skip_counts counts, by path."""
+        marks = ",".join("?" * (len(SEARCHABLE) + 1))
+        rows = self.conn.execute(f"SELECT path, status FROM files WHERE status NOT IN ({marks}) ORDER BY path",
+                                 (*SEARCHABLE, STATUS_DIRTY))
+        return [(path, status) for path, status in rows]
+
     # -- notes: what decoding did to an indexed file's text (nodes/file_text.py: a token masked, bad bytes) --
     @_locked
     def put_notes(self, path: str, notes: Iterable[tuple[str, str]]) -> None:

@@ -1,0 +1,63 @@
+"""Taking an index over from the background owner a `coderag search` started, for `CodeIndex.open`.
+
+An embedded shard admits one process, and the Python API needs the shard in its own process: its
+LlamaIndex parts (the vector store, the retrievers, the ingestion pipeline) are objects over that shard,
+and no socket can hand those across. So the API does not talk to the owner: it asks the owner to go.
+An owner that a search started in the background (`coderag serve --background`) only exists to make the
+next searches fast, so it stops its indexing at the next committed batch, closes the index and exits;
+the process that asked takes the lock as soon as it is free (well under a second when idle), and the
+next `coderag search` after that process is done starts a new owner. An owner a person or an agent runs
+(`coderag mcp` for a Claude Code session, `coderag serve`) refuses, and its refusal says what to do.
+
+Only the socket and owner.json are used here (not coderag.client), so the pipelines can call it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Optional
+
+from coderag.errors import IndexLockedError
+
+HAND_OVER = "hand_over"  # the owner's request method (coderag/service.py)
+OWNER_FILE = "owner.json"
+ANSWER_TIMEOUT_S = 10.0  # the owner answers at once; it stops after answering
+HANDOVER_WAIT_S = 60.0  # how long the taker waits for the lock once the owner agreed (it finishes a batch first)
+
+
+def ask_owner_to_hand_over(index_dir: Path) -> Optional[int]:
+    """Ask the process that serves the index in `index_dir` to let go of it. Returns its pid when it agreed
+    (it releases the lock shortly), None when no owner answers. Raises IndexLockedError, in the owner's own
+    words, when it serves in the foreground and keeps the index."""
+    try:
+        info = json.loads((Path(index_dir) / OWNER_FILE).read_text("utf-8"))
+        path = info["socket"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(ANSWER_TIMEOUT_S)
+    try:
+        sock.connect(path)
+        request = {"id": 1, "method": HAND_OVER, "params": {"pid": os.getpid()}}
+        sock.sendall((json.dumps(request) + "\n").encode())
+        with sock.makefile("rb") as f:
+            line = f.readline()
+    except OSError:  # nobody listens (a dead owner's socket file): the lock is free or about to be
+        return None
+    finally:
+        sock.close()
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        return None
+    if "error" in answer:
+        err = answer["error"]
+        if err.get("type") == "IndexLockedError":
+            raise IndexLockedError(err.get("message", "The owner of the index keeps it."))
+        pid = info.get("pid", "?")  # an owner of an older coderag: it knows no hand-over
+        raise IndexLockedError(f"The index in {index_dir} is served by another coderag process (pid {pid}) that "
+                               f'cannot hand it over. Stop it ("kill {pid}"), then open the index again.')
+    return int(answer["result"]["pid"])
