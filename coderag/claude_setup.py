@@ -8,9 +8,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coderag.nodes.managed_section import BEGIN, END  # the indexer leaves the section between them out
+
 SERVER_KEY = "coderag"
-BEGIN = "<!-- coderag:begin (managed by `coderag init-claude`; edit outside these markers) -->"
-END = "<!-- coderag:end -->"
 
 CLAUDE_SECTION = f"""{BEGIN}
 ## Code search (coderag)

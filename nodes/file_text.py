@@ -10,6 +10,7 @@ line for line, and a token is never in any of them.
 - Bytes that are not UTF-8 (a Latin-1 `é` in a comment) become U+FFFD; a newline is never part of a bad
   sequence, so line numbers stay exact. A file where more than MAX_REPLACED_SHARE of the characters come
   out so is not text in any encoding this reads: the indexer skips it as binary.
+- The section `coderag init-claude` writes into CLAUDE.md is blanked (nodes/managed_section.py).
 
 Stdlib only: the walk of a no-change run imports the scanner.
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from coderag.nodes.file_classes import secret_spans
+from coderag.nodes.managed_section import blank_managed_sections
 
 REPLACED_NOTE = "decoded with replacement"  # an indexed file had bytes that are not UTF-8
 MASKED_NOTE = "secret masked"  # an indexed file had a token, masked in every copy of its text
@@ -107,4 +109,5 @@ def decode_file(data: bytes) -> DecodedText:
         text, first = raw.decode("utf-8", "replace"), skip + exc.start
         # U+FFFD the file itself holds (its UTF-8 is EF BF BD) was not a bad byte
         replaced = text.count(_REPLACEMENT) - raw.count(_REPLACEMENT.encode("utf-8"))
-    return DecodedText(text.replace("\r\n", "\n"), replaced, first, masked)
+    text = blank_managed_sections(text.replace("\r\n", "\n"))  # CLAUDE.md's coderag section is not the repo's
+    return DecodedText(text, replaced, first, masked)
