@@ -257,11 +257,22 @@ def _npm_url(corpus: Corpus) -> str:
     return f"{NPM_REGISTRY_URL.rstrip('/')}/{corpus.package}/-/{base}-{corpus.version}.tgz"
 
 
-def _download_url(url: str, dest: Path) -> None:
+def _download_url(url: str, dest: Path, corpus: Corpus) -> None:
     tmp = dest.with_name(dest.name + ".part")
-    with _urlopen(url) as resp, tmp.open("wb") as out:
-        shutil.copyfileobj(resp, out)
+    with _urlopen(url) as resp:
+        size = resp.headers.get("Content-Length")
+        _say_download(corpus, dest, int(size) if size and size.isdigit() else None)
+        with tmp.open("wb") as out:
+            shutil.copyfileobj(resp, out)
     tmp.replace(dest)
+
+
+def _say_download(corpus: Corpus, dest: Path, size: int | None) -> None:
+    """One line on stderr before a corpus is downloaded: from where, how much, and where it is kept (a first
+    `coderag eval` otherwise fetched tens of megabytes from a registry without a word)."""
+    shown = "size unknown" if size is None else f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.0f} KB"
+    print(f"downloading corpus {corpus.name!r}: {corpus.registry} {corpus.package}=={corpus.version} ({shown}) "
+          f"into {dest.parent}, once; it is kept there for later runs", file=sys.stderr, flush=True)
 
 
 def _npm_pack(corpus: Corpus, dest: Path) -> None:
@@ -283,12 +294,13 @@ def download(corpus: Corpus, dest: Path) -> None:
     errors: list[str] = []
     try:
         url = _pypi_url(corpus) if corpus.registry == "pypi" else _npm_url(corpus)
-        _download_url(url, dest)
+        _download_url(url, dest, corpus)
         return
     except (OSError, urllib.error.URLError, ValueError, CorpusError) as exc:
         errors.append(f"download: {exc}")
     if corpus.registry == "npm" and shutil.which("npm"):
         try:
+            _say_download(corpus, dest, None)
             _npm_pack(corpus, dest)
             return
         except (OSError, subprocess.SubprocessError, CorpusError) as exc:
