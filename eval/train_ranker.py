@@ -34,9 +34,8 @@ from coderag.eval.history import HELDOUT, HISTORY_REPOS, TRAIN
 from coderag.eval.metrics import Result, Span, mean, score_ranking
 
 DEFAULT_FOLDS = 5
-GRID = ({"num_leaves": 15, "min_data_in_leaf": 50}, {"num_leaves": 31, "min_data_in_leaf": 100},
-        {"num_leaves": 63, "min_data_in_leaf": 200})
-ROUNDS = (100, 200, 400)
+GRID = ({"num_leaves": 15, "min_data_in_leaf": 50}, {"num_leaves": 31, "min_data_in_leaf": 100})
+ROUNDS = (100, 250)
 BASE_PARAMS = {"objective": "lambdarank", "metric": "ndcg", "eval_at": [1, 5], "learning_rate": 0.05,
                "feature_fraction": 0.8, "bagging_fraction": 0.8, "bagging_freq": 1, "lambdarank_truncation_level": 20,
                "verbosity": -1, "num_threads": 2, "seed": 7}

@@ -1,0 +1,67 @@
+"""The learned ranker: the shipped model loads and matches the features this code computes, a model made for
+other features is refused with what to do, and a real index searched through the learned ranker answers
+questions, names and async calls as a user expects."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from coderag.config import Settings
+from coderag.pipelines.code_index import CodeIndex
+from coderag.pipelines.features import FEATURES
+from coderag.pipelines.index_repository import index_repository
+from coderag.pipelines.ranker import MODEL_PATH, RankerModelError, load_ranker
+from tests.conftest import TINY_FILES, write_files
+
+
+def test_ranker_the_shipped_model_scores_every_feature_this_code_computes() -> None:
+    doc = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
+    assert doc["features"] == list(FEATURES)
+    ranker = load_ranker(MODEL_PATH)
+    assert ranker.booster.num_feature() == len(FEATURES)
+    probs = ranker.scores([[0.0] * len(FEATURES), [1.0] * len(FEATURES)])
+    assert len(probs) == 2 and abs(sum(probs) - 1.0) < 1e-9 and all(p > 0 for p in probs)
+
+
+def test_ranker_a_model_for_other_features_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    doc = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
+    doc["features"] = doc["features"][:-1]
+    path = tmp_path / "old_model.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(RankerModelError, match="train-ranker.*retrieval.ranker: rules"):
+        load_ranker(path)
+    with pytest.raises(RankerModelError, match="Cannot read"):
+        load_ranker(tmp_path / "missing.json")
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = write_files(tmp_path_factory.mktemp("ranked"), TINY_FILES)
+    index_repository(root, settings=Settings())
+    return root
+
+
+@pytest.mark.parametrize("query, want", [
+    ("wait a little longer after each failed login attempt", "src/auth/service.py"),
+    ("add sales tax to the line items and round to cents", "src/billing/invoice.py"),
+    ("invoice_total", "src/billing/invoice.py"),
+])
+def test_ranker_learned_search_puts_the_answer_first(indexed: Path, query: str, want: str) -> None:
+    with CodeIndex.open(indexed, create=False) as index:
+        assert index.settings.retrieval.ranker == "learned"
+        results = index.search(query, max_tokens=2000).results
+    assert results and results[0].file_path == want
+
+
+def test_ranker_async_retrieve_answers_as_retrieve(indexed: Path) -> None:
+    """Core's async path fuses the legs with its own unweighted rank fusion; ours must give the same answer."""
+    with CodeIndex.open(indexed, create=False) as index:
+        fusion = index.engine.graph.fusion
+        query = "sum the line items and add sales tax"
+        sync = [(n.node.node_id, round(n.score, 9)) for n in fusion.retrieve(query)]
+        asyncs = [(n.node.node_id, round(n.score, 9)) for n in asyncio.run(fusion.aretrieve(query))]
+    assert sync and sync == asyncs
