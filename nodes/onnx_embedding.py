@@ -53,12 +53,42 @@ def onnx_path(model_dir: Path) -> Path:
 
 
 SOURCE_FILE = "source.json"  # in each export's folder: the model folder it was exported from
+LEFTOVER_AGE_S = 3600  # work files older than this are a killed export's or quantization's, not one under way
+
+
+def _is_work_file(name: str) -> bool:
+    """A file an export or a quantization writes before its result is in place: `.NAME.PID.tmp`, a
+    `.quantize-*` folder, and the shape-inferred copy the quantizer of older runs left beside the export."""
+    return (name.startswith(".") and (name.endswith(".tmp") or name.startswith(".quantize-"))) or \
+        name == "model-inferred.onnx"
+
+
+def _remove_leftovers(folder: Path) -> list[Path]:
+    import shutil
+    import time
+
+    removed = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            old = time.time() - entry.lstat().st_mtime > LEFTOVER_AGE_S
+        except OSError:
+            continue
+        if _is_work_file(entry.name) and old:
+            (shutil.rmtree if entry.is_dir() and not entry.is_symlink() else Path.unlink)(entry)
+            removed.append(entry)
+    return removed
 
 
 def prune_exports(model_dir: Path) -> list[Path]:
     """Remove exports that can never be used again (~110 MB each): those of a model folder that no longer
     exists (a deleted virtual environment), and older exports of this one (its weights changed: a
-    reinstall). Only folders that say where they came from (`source.json`) are touched. Returns them."""
+    reinstall). Only folders that say where they came from (`source.json`) are touched. In every folder,
+    the work files of an export or quantization that was killed (over an hour old) go too. Returns what
+    was removed."""
     import shutil
 
     keep, here = model_key(model_dir), str(model_dir.resolve())
@@ -68,7 +98,10 @@ def prune_exports(model_dir: Path) -> list[Path]:
     except OSError:
         return removed
     for entry in entries:
-        if entry.name == keep or not entry.is_dir():
+        if not entry.is_dir():
+            continue
+        removed += _remove_leftovers(entry)
+        if entry.name == keep:
             continue
         try:
             source = json.loads((entry / SOURCE_FILE).read_text(encoding="utf-8"))["model_dir"]
@@ -78,7 +111,7 @@ def prune_exports(model_dir: Path) -> list[Path]:
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     if removed:
-        log.info("removed %d unused ONNX export(s) from %s", len(removed), cache_root())
+        log.info("removed %d unused ONNX export(s) or work file(s) from %s", len(removed), cache_root())
     return removed
 
 
@@ -93,10 +126,23 @@ def quantize_onnx(model_dir: Path) -> Optional[Path]:
         return out
     if not src.exists():
         return None
+    import shutil
+    import tempfile
+
+    # In a folder of its own: the quantizer writes a shape-inferred copy beside its input, so two processes
+    # quantizing at once (a search and the owner it starts) deleted each other's, and one fell back to fp32.
+    work = None
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        work = Path(tempfile.mkdtemp(prefix=".quantize-", dir=out.parent))
+
+        source = work / ONNX_FILE
+        try:
+            os.link(src, source)
+        except OSError:  # another file system, or no hard links: a copy
+            shutil.copyfile(src, source)
+        tmp = work / INT8_FILE
         # The quantizer logs a hint through the root logger ("consider pre-processing"), which would also
         # install a handler on it: a null handler and a raised level keep our process's logging as it was.
         root, quiet = logging.getLogger(), logging.NullHandler()
@@ -104,15 +150,19 @@ def quantize_onnx(model_dir: Path) -> Optional[Path]:
         root.addHandler(quiet)
         root.setLevel(logging.ERROR)
         try:
-            quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
+            quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
         finally:
             root.removeHandler(quiet)
             root.setLevel(level)
-        os.replace(tmp, out)
+        os.replace(tmp, out)  # atomic: a reader sees no int8 file, or a whole one
+        prune_exports(model_dir)
         return out
     except Exception as exc:
         log.warning("int8 quantization of %s failed (%s); queries use fp32", src, exc)
         return None
+    finally:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def mean_pooling_model(model_dir: Path) -> bool:
@@ -151,7 +201,7 @@ def export_onnx(model_dir: Path) -> Optional[Path]:
         ids = torch.ones((2, 8), dtype=torch.long)
         axes = {k: {0: "batch", 1: "seq"} for k in ("input_ids", "attention_mask", "token_type_ids", "last_hidden_state")}
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # this process's: two may export at once
         import warnings
 
         with warnings.catch_warnings():  # tracer notes about constant shapes: expected, and noise to a user
@@ -160,8 +210,10 @@ def export_onnx(model_dir: Path) -> Optional[Path]:
                               input_names=["input_ids", "attention_mask", "token_type_ids"],
                               output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=OPSET,
                               dynamo=False)
+        source = out.parent / f".{SOURCE_FILE}.{os.getpid()}.tmp"
+        source.write_text(json.dumps({"model_dir": str(model_dir.resolve())}), encoding="utf-8")
+        os.replace(source, out.parent / SOURCE_FILE)
         os.replace(tmp, out)
-        (out.parent / SOURCE_FILE).write_text(json.dumps({"model_dir": str(model_dir.resolve())}), encoding="utf-8")
         prune_exports(model_dir)
         return out
     except Exception as exc:  # the torch path stays available; this is only an accelerator

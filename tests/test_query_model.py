@@ -118,6 +118,58 @@ def test_exports_say_their_source_and_unusable_ones_are_pruned(onnx_env, tmp_pat
     assert sorted(p.name for p in root.iterdir()) == sorted(["other", "legacy", model_key(model_dir)])
 
 
+QUANTIZE = ("from coderag.config import Settings\n"
+            "from coderag.nodes.onnx_embedding import quantize_onnx\n"
+            "print(quantize_onnx(Settings().model_dir()))\n")
+
+
+def test_processes_quantizing_one_export_at_once_all_get_the_int8_model(tmp_path: Path) -> None:
+    """Issue 26: a search and the owner it started quantized the same export at once; the quantizer's
+    shape-inferred copy beside the export was deleted under one of them, which warned and used fp32."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from coderag.nodes.onnx_embedding import INT8_FILE, ONNX_FILE, SOURCE_FILE, onnx_path
+
+    model_dir = Settings().model_dir()
+    made = onnx_path(model_dir)  # the suite's export (conftest); copied to a cache of this test's own
+    env = {**os.environ, "CODERAG_CACHE_DIR": str(tmp_path / "cache")}
+    export = tmp_path / "cache" / made.relative_to(made.parents[2])  # onnx/<key>/model.onnx
+    export.parent.mkdir(parents=True)
+    shutil.copyfile(made, export)
+    shutil.copyfile(made.parent / SOURCE_FILE, export.parent / SOURCE_FILE)
+    procs = [subprocess.Popen([sys.executable, "-c", QUANTIZE], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and "failed" not in err, err[-2000:]
+        assert out.strip() == str(export.parent / INT8_FILE), out
+    assert sorted(p.name for p in export.parent.iterdir()) == sorted([ONNX_FILE, INT8_FILE, SOURCE_FILE])
+
+
+def test_work_files_of_killed_exports_are_pruned_once_stale(tmp_path: Path, monkeypatch) -> None:
+    import os
+    import time
+
+    from coderag.nodes.onnx_embedding import LEFTOVER_AGE_S, model_key, prune_exports
+
+    monkeypatch.setenv("CODERAG_CACHE_DIR", str(tmp_path))
+    model_dir = Settings().model_dir()
+    folder = tmp_path / "onnx" / model_key(model_dir)
+    (folder / ".quantize-abc").mkdir(parents=True)
+    stale = [folder / ".model.onnx.123.tmp", folder / "model-inferred.onnx", folder / ".quantize-abc"]
+    for p in stale[:2]:
+        p.write_bytes(b"x")
+    for p in stale:
+        os.utime(p, (time.time() - LEFTOVER_AGE_S - 60,) * 2)
+    (folder / ".model.int8.onnx.456.tmp").write_bytes(b"x")  # another process's, at work now
+    (folder / "model.onnx").write_bytes(b"x")
+    assert sorted(prune_exports(model_dir)) == sorted(stale)
+    assert sorted(p.name for p in folder.iterdir()) == [".model.int8.onnx.456.tmp", "model.onnx"]
+
+
 def _rss_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
