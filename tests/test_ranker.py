@@ -53,7 +53,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_ranker_learned_search_puts_the_answer_first(indexed: Path, query: str, want: str) -> None:
     with CodeIndex.open(indexed, create=False) as index:
         assert index.settings.retrieval.ranker == "learned"
-        results = index.search(query, max_tokens=2000).results
+        results = index.search(query, max_tokens=2000)
     assert results and results[0].file_path == want
 
 
