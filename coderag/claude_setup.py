@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -48,21 +49,52 @@ class SetupReport:
     written: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # user content we did not overwrite, with why
+    warnings: list[str] = field(default_factory=list)  # what will not work as written, and the fix
 
     def lines(self) -> list[str]:
         return ([f"wrote      {p}" for p in self.written] + [f"up to date {p}" for p in self.unchanged]
-                + [f"skipped    {p}" for p in self.skipped])
+                + [f"skipped    {p}" for p in self.skipped] + [f"warning    {w}" for w in self.warnings])
 
 
 def server_entry() -> dict:
-    """The .mcp.json entry: `coderag mcp`, by absolute path when coderag is not on PATH."""
-    exe = shutil.which("coderag")
-    if exe is None:
-        candidate = Path(sys.argv[0]).resolve()
-        exe = str(candidate) if candidate.name == "coderag" else "coderag"
-    else:
-        exe = "coderag"
-    return {"type": "stdio", "command": exe, "args": ["mcp"], "env": {}}
+    """The .mcp.json entry: `coderag mcp`, found on the PATH of whoever starts Claude Code. The file is
+    shared with the repository, so it names no path of this machine (`command_warning` says when the
+    command does not resolve)."""
+    return {"type": "stdio", "command": "coderag", "args": ["mcp"], "env": {}}
+
+
+def _venv_bins() -> set[Path]:
+    """The bin folders of the virtual environment this runs in (and an activated one): a shell without
+    it, such as the one a teammate or a desktop launcher starts Claude Code from, has neither on its PATH."""
+    bins = set()
+    if sys.prefix != sys.base_prefix:
+        bins.add(Path(sys.prefix, "bin").resolve())
+    if os.environ.get("VIRTUAL_ENV"):
+        bins.add(Path(os.environ["VIRTUAL_ENV"], "bin").resolve())
+    return bins
+
+
+def resolves_outside_venv(command: str = "coderag") -> str | None:
+    """Where `command` is found on this PATH without the virtual environment's folders, or None."""
+    venv = _venv_bins()
+    path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and Path(d).resolve() not in venv]
+    return shutil.which(command, path=os.pathsep.join(path))
+
+
+def command_warning() -> str | None:
+    """Why Claude Code started from a shell without this virtual environment cannot start `coderag mcp`,
+    and the two fixes (an install on every shell's PATH, or a server entry of this user's alone); None when
+    `coderag` resolves there."""
+    if resolves_outside_venv() is not None:
+        return None
+    here = Path(sys.executable).with_name("coderag")
+    source = Path(__file__).resolve().parents[1]
+    target = source if (source / "pyproject.toml").is_file() else "coderag"
+    return (f"`coderag` is not on the PATH of a shell without this virtual environment ({sys.prefix}): Claude Code "
+            f'started from such a shell (a teammate\'s, a desktop launcher\'s) says "Failed to connect". Install '
+            f"it where every shell finds it, `pipx install {target}` or `uv tool install {target}`, then run "
+            f"`coderag init-claude` again; or register this environment's server for you alone: "
+            f"claude mcp add --scope local coderag -- {here} mcp")
 
 
 def _write_mcp_json(root: Path, report: SetupReport, force: bool) -> None:
@@ -134,4 +166,7 @@ def init_claude(root: str | Path, force: bool = False) -> SetupReport:
     _write_mcp_json(root, report, force)
     _write_claude_md(root, report)
     _write_slash_command(root, report, force)
+    warning = command_warning()
+    if warning:
+        report.warnings.append(warning)
     return report

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -127,18 +128,37 @@ def test_init_claude_keeps_a_changed_search_command_unless_forced(tmp_path: Path
     assert (tmp_path / SEARCH_MD).read_text() == SLASH_COMMAND
 
 
-@pytest.mark.parametrize("on_path", [True, False])
-def test_init_claude_server_command_runs_without_an_activated_venv(on_path: bool, monkeypatch, tmp_path: Path) -> None:
-    """Claude Code starts the server with its own PATH: the command must work from there."""
-    import shutil
-    import sys
-
-    exe = tmp_path / "venv" / "bin" / "coderag"
-    exe.parent.mkdir(parents=True)
+def _script(folder: Path) -> Path:
+    exe = folder / "coderag"
+    folder.mkdir(parents=True, exist_ok=True)
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
-    monkeypatch.setattr(sys, "argv", [str(exe), "init-claude"])
-    monkeypatch.setattr(shutil, "which", lambda name: "/usr/local/bin/coderag" if on_path else None)
-    report = init_claude(tmp_path)
-    assert ".mcp.json" in report.written
-    assert mcp_json(tmp_path)["mcpServers"]["coderag"]["command"] == ("coderag" if on_path else str(exe))
+    return exe
+
+
+def test_init_claude_warns_when_coderag_is_only_in_the_virtual_environment(monkeypatch, tmp_path: Path) -> None:
+    """Issue 26: .mcp.json said "coderag", found only with the virtual environment active; Claude Code started
+    from another shell said "Failed to connect", with no hint. The entry stays portable (a teammate clones
+    it), and init-claude says what will fail and the two fixes."""
+    import sys
+
+    venv = tmp_path / "venv"
+    _script(venv / "bin")
+    monkeypatch.setenv("VIRTUAL_ENV", str(venv))
+    monkeypatch.setenv("PATH", os.pathsep.join([str(venv / "bin"), str(Path(sys.prefix) / "bin"), "/usr/bin", "/bin"]))
+    (tmp_path / "repo").mkdir()
+    out = run(tmp_path / "repo")
+    assert mcp_json(tmp_path / "repo")["mcpServers"]["coderag"]["command"] == "coderag"
+    warning = next(line for line in out.splitlines() if line.startswith("warning    "))
+    assert "is not on the PATH of a shell without this virtual environment" in warning
+    assert "pipx install" in warning and "uv tool install" in warning
+    assert f"claude mcp add --scope local coderag -- {Path(sys.executable).with_name('coderag')} mcp" in warning
+
+
+def test_init_claude_is_quiet_when_every_shell_finds_coderag(monkeypatch, tmp_path: Path) -> None:
+    """An install on the PATH outside the environment (pipx, uv tool: ~/.local/bin)."""
+    tools = _script(tmp_path / "home" / ".local" / "bin").parent
+    monkeypatch.setenv("PATH", os.pathsep.join([str(tools), "/usr/bin", "/bin"]))
+    (tmp_path / "repo").mkdir()
+    out = run(tmp_path / "repo")
+    assert "warning" not in out and mcp_json(tmp_path / "repo")["mcpServers"]["coderag"]["command"] == "coderag"
