@@ -16,13 +16,19 @@ def skip_report(state: IndexState, walk_skips: SkipLog, details: Iterable[tuple[
     """Counts by reason, and (path, reason, detail) of each skipped file: those this walk never opened
     (secrets and data by name, links, unreadable folders: `walk_skips`), and those read once and left out,
     whichever run read them (the manifest: binary, too-large, secret by content, ...). `details`: the
-    (path, reason, detail) a run just noted, whose details the manifest does not keep."""
+    (path, reason, detail) a run just noted: their details, which the manifest does not keep, and those it
+    has no row for (a file that vanished while the run read it)."""
     counts = Counter(walk_skips.counts)
     items = list(walk_skips.items)
     seen = {path for path, _, _ in items}
-    noted = {path: detail for path, _, detail in details}
+    noted = {path: (reason, detail) for path, reason, detail in details}
     for path, reason in state.skipped_files():
         if path not in seen:
+            seen.add(path)
             counts[reason] += 1
-            items.append((path, reason, noted.get(path, "")))
+            items.append((path, reason, noted.get(path, (reason, ""))[1]))
+    for path, (reason, detail) in noted.items():
+        if path not in seen:
+            counts[reason] += 1
+            items.append((path, reason, detail))
     return dict(counts), items
