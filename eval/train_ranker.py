@@ -126,13 +126,13 @@ def load_rows(data: Path, settings, repos: Sequence[str]) -> dict[str, list[Quer
         name = repo.replace("/", "+")
         dump_path, cached = data / "dump" / f"{name}.json.gz", cache / f"{name}.pkl"
         if cached.is_file() and dump_path.is_file() and cached.stat().st_mtime >= dump_path.stat().st_mtime:
-            out[repo] = pickle.loads(cached.read_bytes())
+            out[repo] = [QueryRows(**fields) for fields in pickle.loads(cached.read_bytes())]
             continue
         if not dump_path.is_file():
             continue
         t0 = time.perf_counter()
         out[repo] = list(query_rows(load_dump(dump_path), settings))
-        cached.write_bytes(pickle.dumps(out[repo]))
+        cached.write_bytes(pickle.dumps([vars(q) for q in out[repo]]))  # fields, not the class: it may be __main__'s
         print(f"  features [{n}/{len(repos)}] {repo}: {len(out[repo])} queries, {time.perf_counter() - t0:.0f} s",
               file=sys.stderr, flush=True)
     return out

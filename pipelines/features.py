@@ -54,9 +54,9 @@ QUERY_FEATURES = ("q_words", "q_long", "q_idents", "q_code_idents", "q_definitio
 LEG_FEATURES = tuple(f"{leg}_{x}" for leg in LEGS for x in ("share", "rank", "score"))
 FILE_FEATURES = ("file_hits", "file_dense_max", "file_bm25_max", "file_dense_sum", "file_bm25_sum",
                  "file_dense_rank", "file_bm25_rank", "best_of_file_dense", "best_of_file_bm25", "file_agreed_first",
-                 "file_path_cover")
+                 "file_path_cover", "file_code_cover", "file_code_cover_rel")
 FIELD_FEATURES = ("path_cover", "name_cover", "symbol_cover", "comment_cover", "string_cover", "code_cover",
-                  "code_cover_unweighted", "defines_query_name", "uses_query_name", "defines_report_name",
+                  "code_cover_rel", "code_cover_unweighted", "defines_query_name", "uses_query_name", "defines_report_name",
                   "phrase", "message", "keywords")
 CANDIDATE_FEATURES = ("in_both", "is_test", "is_doc", "is_example", "role_wanted", "non_code", "unnamed_window",
                       "report_noise", "is_window", "is_section", "is_container", "symbol_depth", "lines")
@@ -175,6 +175,15 @@ def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchReque
     firsts = {leg: min(legs[leg], key=lambda nid: legs[leg][nid][1]) for leg in (DENSE, BM25) if legs.get(leg)}
     agreed = file_of[firsts[DENSE]] if len(firsts) == 2 and file_of[firsts[DENSE]] == file_of[firsts[BM25]] else None
     path_cover = {p: _cover(terms, weights, frozenset(code_terms(p.replace("/", " ")))) for p in per_file}
+    # How much of the query a file's candidates cover together: a change described in words that fall on
+    # several of one file's chunks is in that file, though no one chunk holds them all.
+    file_terms: Dict[str, set] = {}
+    for nid in ids:
+        file_terms.setdefault(file_of[nid], set()).update(fields[nid][5])
+    file_cover = {p: _cover(terms, weights, frozenset(t)) for p, t in file_terms.items()}
+    best_file_cover = max(file_cover.values()) or 1.0
+    code_cover = {nid: _cover(terms, weights, fields[nid][5]) for nid in ids}
+    best_code_cover = max(code_cover.values()) or 1.0
 
     phrase = query_phrase(query) if reading is None else ""
     check_message = len(query.split()) >= PHRASE_MIN_WORDS and reading is None
@@ -204,12 +213,13 @@ def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchReque
         row += [len(pf[DENSE]), max(pf[DENSE]), max(pf[BM25]), sum(pf[DENSE]), sum(pf[BM25]),
                 file_rank[DENSE][path], file_rank[BM25][path],
                 float(dense_here > 0 and dense_here >= max(pf[DENSE])), float(bm25_here > 0 and bm25_here >= max(pf[BM25])),
-                float(path == agreed), path_cover[path]]
+                float(path == agreed), path_cover[path], file_cover[path], file_cover[path] / best_file_cover]
         defined = sum(1 for i in idents if _defines(m, text, i))
         used = sum(1 for i in idents if uses_name(text, i)) if idents else 0
         report_rank = next((i for i, name in enumerate(report_names) if _defines(m, text, name)), None)
         row += [_cover(terms, weights, f_path), _cover(terms, weights, f_name), _cover(terms, weights, f_sym),
-                _cover(terms, weights, f_comment), _cover(terms, weights, f_string), _cover(terms, weights, f_code),
+                _cover(terms, weights, f_comment), _cover(terms, weights, f_string), code_cover[nid],
+                code_cover[nid] / best_code_cover,
                 (sum(1 for t in terms if t in f_code) / len(terms)) if terms else 0.0,
                 defined / len(idents) if idents else 0.0, used / len(idents) if idents else 0.0,
                 1.0 / (report_rank + 1) if report_rank is not None else 0.0,
