@@ -64,6 +64,9 @@ class OwnerChanges:
                         set_aside(self.index_dir)
                         self.index = CodeIndex.open(self.root, settings=self.settings, create=True,
                                                     lock=self._writer_lock)
+                except Exception as exc:  # requests now say the owner is not serving; status says why
+                    self.progress.update(phase="failed", error=f"rebuilding: {type(exc).__name__}: {exc}")
+                    raise
                 finally:
                     self._ready.set()
             self._ingest = self.index.ingest_lock
@@ -79,6 +82,8 @@ class OwnerChanges:
         from coderag.pipelines.ingestion import fingerprint
 
         with self._settings_lock:
+            if self.index is None:  # starting, or stopping: the change is read at the next request
+                return
             try:
                 new = self.settings_file.reread()
             except ConfigError as exc:
@@ -86,7 +91,7 @@ class OwnerChanges:
                                      f"settings read before: {exc}"
                 log.warning("%s", self.settings_note)
                 return
-            if new is None or new == self.settings or self.index is None:
+            if new is None or new == self.settings:
                 return
             old, when = self.settings, time.strftime("%H:%M:%S")
             where = self.settings_file.describe()
@@ -105,7 +110,6 @@ class OwnerChanges:
                 notes.insert(0, "applied to searches from then on")
                 self.settings_note = f"{where} changed at {when}: " + "; ".join(notes)
                 log.info("%s", self.settings_note)
-
 
     def hand_over(self, pid: Optional[int] = None) -> dict:
         """A process that opens the index itself (CodeIndex.open) asks for it: the background owner a
