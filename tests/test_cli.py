@@ -137,6 +137,15 @@ def test_cli_index_verbose_lists_each_skip_with_reason(runner: CliRunner, tmp_pa
     assert len(re.findall(r"^    \S+: [a-z-]+", res.output.split("  skipped:\n")[1], re.M)) == 7, res.output
 
 
+def test_cli_status_says_when_the_settings_differ_from_the_index(runner: CliRunner, tiny_repo: Path) -> None:
+    """No owner running: an edited chunking in qdrant.yaml is named by status before anything rebuilds (issue 26)."""
+    assert runner.invoke(main, ["index", str(tiny_repo)]).exit_code == 0
+    assert "settings:" not in runner.invoke(main, ["status", str(tiny_repo)]).output
+    (tiny_repo / "qdrant.yaml").write_text("chunking:\n  max_tokens: 64\n")
+    out = runner.invoke(main, ["status", str(tiny_repo)]).output
+    assert "settings:    the model or chunking changed since the index was built" in out, out
+
+
 def test_cli_index_rebuilds_an_index_of_other_settings(runner: CliRunner, tiny_repo: Path, tmp_path: Path) -> None:
     """A changed chunking setting (or a coderag upgrade with a new splitter): `coderag index` builds the index
     again and says so, as an owner does, instead of refusing until `--rebuild` is typed."""
