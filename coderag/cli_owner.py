@@ -21,7 +21,18 @@ POLL_S = 0.5
 def index_through_owner(client, rebuild: bool, progress: Callable[[str, int, int], None],
                         say: Callable[[str], None]) -> SimpleNamespace:
     """What the owner did, as an IndexSummary-like namespace; `say` gets one line when it builds."""
-    answer = client.call("build", rebuild=rebuild)
+    from coderag.client import RemoteError
+
+    try:
+        answer = client.call("build", rebuild=rebuild)
+    except RemoteError as exc:  # an owner started by an older coderag, still running after an upgrade
+        if "unknown method" not in str(exc):
+            raise
+        pid = client.call("ping")["pid"]
+        if rebuild:
+            raise CodeRagError(f"The owner of {client.root} (pid {pid}) runs an older coderag, which cannot rebuild "
+                               f'for you: stop it ("kill {pid}"), then run --rebuild again.') from exc
+        answer = {"summary": client.call("refresh")}
     if "building" in answer:
         pid = client.call("ping")["pid"]
         say(f"the owner of {client.root} (pid {pid}) builds the index in the background ({answer['building']}); "
