@@ -53,7 +53,7 @@ def _follow(client, progress: Callable[[str, int, int], None]) -> dict:
 
     embedded = 0
     while True:
-        st = client.call("status")
+        st = client.call("status", build_items=True)
         p = st["indexing"]
         if p["embedded"] > embedded:
             progress("embed", p["embedded"] - embedded, 0)

@@ -34,7 +34,8 @@ class OwnerChanges:
 
         out = asdict(summary)
         why = self.progress.get("rebuild")
-        out.update(skip_items=out["skip_items"][:200], seconds=seconds, embedded=self.progress["embedded"],
+        out.update(skip_items=out["skip_items"][:200], note_items=out.get("note_items", [])[:200], seconds=seconds,
+                   embedded=self.progress["embedded"],
                    cached=out["cached"] + self.progress.get("cached", 0),
                    started_over=bool(why) and why != REBUILD_ASKED, rebuild_reason=why)
         return out

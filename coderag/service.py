@@ -405,18 +405,25 @@ class IndexService(OwnerChanges):
             ref.pop("symbol", None)  # a candidate once shown is a result: expanded again, its enclosing definition
         return out
 
-    def status(self) -> dict:
-        idx = self.index
-        counts = idx.state.counts()
+    def status(self, build_items: bool = False) -> dict:
+        """The index, its build and the owner. `build_items`: the last build's lists of skipped and noted
+        files too (`coderag index --verbose` following a build); index_status leaves them out, as tokens
+        an agent would read for nothing."""
         from coderag.nodes.scan import SkipLog
         from coderag.pipelines.skip_report import skip_report
+
+        idx = self.index
+        counts = idx.state.counts()
+        last_build = self.last_build
+        if last_build is not None and not build_items:
+            last_build = {k: v for k, v in last_build.items() if k not in ("skip_items", "note_items")}
 
         skipped, _ = skip_report(idx.state, idx.walk_skips or SkipLog())  # counted as `coderag index` counts them
         return {"root": str(self.root), "index_dir": str(self.index_dir), "pid": os.getpid(),
                 "model": str(self.settings.model_dir()), "last_update": idx.state.get_meta("last_update"),
                 "counts": counts, "skipped": skipped, "dense_ready": self.dense_ready, "indexing": dict(self.progress),
                 "settings": {"file": str(self.settings_file.path), "note": self.settings_note},
-                "last_build": self.last_build,
+                "last_build": last_build,
                 "watcher": self._watcher.status() if self._watcher is not None else {"state": "off"},
                 "uptime_s": round(time.time() - self.started, 1)}
 
