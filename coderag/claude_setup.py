@@ -29,6 +29,8 @@ This repository has a local code index served by the `coderag` MCP server (tool 
   `expand_result(id)` to see the enclosing function or class of a result instead of reading the file.
 - If a search finds nothing relevant, say so; do not invent code. Broaden the query, drop filters, or
   look at the directory structure instead.
+- Without the MCP tool (a subagent may not have it), search from the shell instead:
+  `coderag search "<what the code does>" --format text` (same index, same answers).
 {END}
 """
 
