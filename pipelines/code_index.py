@@ -16,7 +16,7 @@ from coderag.pipelines.search_options import SearchOptions
 from coderag.postprocessors.payload import SearchResults
 from coderag.store.state import SEARCHABLE, FileRecord, IndexState
 
-def _take_lock(idx: Path, wait: float) -> WriterLock:
+def take_writer_lock(idx: Path, wait: float) -> WriterLock:
     """The writer lock of index folder `idx`, for a process that opens the index itself (a notebook, a
     one-shot command): taken at once when free; else the background owner that holds it is asked to hand
     it over, and the lock is awaited while it finishes; else waited for up to `wait` seconds."""
@@ -96,7 +96,7 @@ class CodeIndex:
             found = start
         settings = settings or load_settings(found, config_path)
         idx = ensure_index_dir(found)
-        lock = lock or _take_lock(idx, wait)
+        lock = lock or take_writer_lock(idx, wait)
         try:
             with private_umask():  # a new index.db and shard: 0600 (the folder is 0700 already)
                 state = IndexState(idx / DB_NAME)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from coderag.config import Settings, load_settings
 from coderag.paths import DB_NAME, ensure_index_dir
-from coderag.pipelines.code_index import CodeIndex, _take_lock
+from coderag.pipelines.code_index import CodeIndex, take_writer_lock
 from coderag.store.state import IndexState
 
 
@@ -40,7 +40,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         raise ConfigError(f"{root} is not a folder. Pass the repository to index: coderag index PATH")
     settings = settings or load_settings(root)
     idx = ensure_index_dir(root)
-    lock = _take_lock(idx, wait)  # a background owner hands the index over (coderag/handover.py)
+    lock = take_writer_lock(idx, wait)  # a background owner hands the index over (coderag/handover.py)
     try:
         if rebuild:
             set_aside(idx)  # its embedding cache serves the rebuild: unchanged chunks are not embedded again
