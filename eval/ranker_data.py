@@ -8,7 +8,8 @@ Four steps, each a subcommand, each resumable (a finished repository is skipped)
 2. ``index``: ``coderag index`` of every snapshot (vectors and all; the slow step: minutes per repository).
 3. ``queries``: the commit queries of eval/history.py, and docstring queries from the index (the first
    sentence of a definition's leading doc comment or docstring, DOCSTRING_LIMIT per repository), as dataset
-   records (eval/datasets.py) in ``<data>/queries/<owner>+<name>.jsonl``; ``heldout`` joins those of the
+   records (eval/datasets.py) in ``<data>/queries/<owner>+<name>.jsonl``, with queries that name code
+   (a definition by its name in three spellings, a name's callers, its tests: NAME_LIMIT, USAGE_LIMIT); ``heldout`` joins those of the
    held-out repositories in ``<data>/heldout.jsonl``, a dataset ``coderag eval --dataset`` reads.
 4. ``dump``: each query's candidates from each leg, at DUMP_DEPTH, with the nodes they name, in
    ``<data>/dump/<owner>+<name>.json.gz``. Features are computed from a dump (eval/train_ranker.py) by the
@@ -119,6 +120,74 @@ def _write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
     tmp.replace(path)
 
 
+NAME_LIMIT = 60  # definitions asked for by name, per repository
+USAGE_LIMIT = 25  # names asked for their callers or their tests, per repository
+_CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def spellings(name: str) -> list[str]:
+    """A name as written, in the other convention, and as plain words (what a developer types).
+
+    >>> spellings("parse_retry_after"), spellings("getUserById")
+    (['parse_retry_after', 'parseRetryAfter', 'parse retry after'], ['getUserById', 'get_user_by_id', 'get user by id'])
+    """
+    parts = [p.lower() for p in _CAMEL_PART.findall(name)]
+    other = (parts[0] + "".join(p.title() for p in parts[1:])) if "_" in name else "_".join(parts)
+    return [name, other, " ".join(parts)]
+
+
+def name_queries(root: Path, repo: str, split: str) -> list[dict[str, Any]]:
+    """Queries that name code: a definition by its name (as written, in the other convention, as words, or
+    "where is X defined"), gold its definition; "who calls X" / "where is X used", gold the chunks that use
+    it; "where is X tested", gold the tests that use it. Names defined once in the snapshot, spread evenly."""
+    from coderag.nodes.file_roles import TESTS, file_role
+    from coderag.nodes.query_names import is_code_name, uses_name
+    from coderag.nodes.symbols import bare_symbol, chunk_defines
+    from coderag.pipelines.code_index import CodeIndex
+
+    sha = HISTORY_REPOS[repo][0]
+
+    def record(kind_id: str, query: str, gold: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"id": f"{repo}:{kind_id}", "corpus": "history", "query": query, "gold": gold, "kind": "identifier",
+                "split": split, "repo": repo, "commit": sha}
+
+    with CodeIndex.open(root, create=False) as index:
+        leaves = [n for n in index.docstore.docs.values() if n.metadata.get("is_leaf") is not False
+                  and n.metadata.get("file_path")]
+    defs: dict[str, list] = defaultdict(list)
+    for n in leaves:  # names of the source: a question names the code it asks about, rarely a test
+        if (n.metadata.get("kind") in _DEFINITION_KINDS and n.metadata.get("symbol")
+                and file_role(n.metadata["file_path"], n.metadata.get("language", "")) != TESTS):
+            name = bare_symbol(n.metadata["symbol"]).split(".")[-1].split("::")[-1]
+            if len(name) >= 4 and is_code_name(name):
+                defs[name].append(n)
+    once = sorted((name, ns[0]) for name, ns in defs.items() if len(ns) == 1)
+    step = max(1, len(once) // NAME_LIMIT)
+    out = []
+    for i, (name, n) in enumerate(once[::step][:NAME_LIMIT]):
+        m = n.metadata
+        gold = [{"file_path": m["file_path"], "start_line": int(m["start_line"]), "end_line": int(m["end_line"])}]
+        forms = spellings(name) + [f"where is {name} defined"]
+        out.append(record(f"name:{name}", forms[i % len(forms)], gold))
+    usage_step = max(1, len(once) // (USAGE_LIMIT * 2))
+    asked = 0
+    for i, (name, n) in enumerate(once[::usage_step]):
+        if asked >= USAGE_LIMIT:
+            break
+        users = [u for u in leaves if name in u.get_content() and not chunk_defines(u.metadata, name)
+                 and uses_name(u.get_content(), name)]
+        tests = [u for u in users if file_role(u.metadata["file_path"], u.metadata.get("language", "")) == TESTS]
+        wanted, query = ((tests, f"where is {name} tested") if i % 3 == 2 and tests
+                         else (users, ("who calls {}", "where is {} used")[i % 2].format(name)))
+        if not wanted or len(wanted) > 10:
+            continue  # unused, or used everywhere: no answer to rank
+        gold = [{"file_path": u.metadata["file_path"], "start_line": int(u.metadata["start_line"]),
+                 "end_line": int(u.metadata["end_line"])} for u in wanted]
+        out.append(record(f"use:{name}", query, gold))
+        asked += 1
+    return out
+
+
 def _records(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as f:
         for line in f:
@@ -224,8 +293,9 @@ def main(argv: Iterable[str] | None = None) -> int:
                 continue
             found, why = mine(repo, gitdir, folder, sha, split, a.years)
             docs = docstring_queries(folder, repo, split)
-            _write_jsonl(out, found + docs)
-            print(f"[{n}/{len(repos)}] {repo}: {len(found)} commits, {len(docs)} docstrings; "
+            names = name_queries(folder, repo, split)
+            _write_jsonl(out, found + docs + names)
+            print(f"[{n}/{len(repos)}] {repo}: {len(found)} commits, {len(docs)} docstrings, {len(names)} names; "
                   f"rejected {dict(sorted(why.counts.items()))}", file=sys.stderr, flush=True)
         return 0
     if a.cmd == "heldout":

@@ -124,14 +124,15 @@ def load_rows(data: Path, settings, repos: Sequence[str]) -> dict[str, list[Quer
     out: dict[str, list[QueryRows]] = {}
     for n, repo in enumerate(repos, 1):
         name = repo.replace("/", "+")
-        dump_path, cached = data / "dump" / f"{name}.json.gz", cache / f"{name}.pkl"
-        if cached.is_file() and dump_path.is_file() and cached.stat().st_mtime >= dump_path.stat().st_mtime:
+        dumps = sorted((data / "dump").glob(f"{name}.*json.gz"))  # the repository's dumps, made at one or more times
+        cached = cache / f"{name}.pkl"
+        if not dumps:
+            continue
+        if cached.is_file() and cached.stat().st_mtime >= max(p.stat().st_mtime for p in dumps):
             out[repo] = [QueryRows(**fields) for fields in pickle.loads(cached.read_bytes())]
             continue
-        if not dump_path.is_file():
-            continue
         t0 = time.perf_counter()
-        out[repo] = list(query_rows(load_dump(dump_path), settings))
+        out[repo] = [q for p in dumps for q in query_rows(load_dump(p), settings)]
         cached.write_bytes(pickle.dumps([vars(q) for q in out[repo]]))  # fields, not the class: it may be __main__'s
         print(f"  features [{n}/{len(repos)}] {repo}: {len(out[repo])} queries, {time.perf_counter() - t0:.0f} s",
               file=sys.stderr, flush=True)
@@ -183,6 +184,43 @@ def table(rows: dict[str, dict[str, dict[str, float]]]) -> str:
         for g in sorted(groups, key=lambda k: (k != "all", k)):
             v = groups[g]
             lines.append(f"| {name} | {g} | {int(v['n'])} | " + " | ".join(f"{v[k]:.3f}" for k in REPORT_KEYS) + " |")
+    return "\n".join(lines)
+
+
+CUT_GRID = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
+
+
+def calibration(booster, qs: Sequence[QueryRows]) -> str:
+    """What the payload's cuts (pipelines/ranker.py) would cost, read off the model's probabilities: for each
+    ratio to the best candidate, the share of gold chunks below it and the candidates kept; and, by how close
+    a second file's best chunk comes to the best, how often the first file is right."""
+    import numpy as np
+
+    from coderag.pipelines.ranker import LearnedRanker
+
+    ranker = LearnedRanker(booster, {})
+    gold = kept = 0
+    lost = dict.fromkeys(CUT_GRID, 0)
+    kept_at = dict.fromkeys(CUT_GRID, 0)
+    flat: dict[int, list[bool]] = defaultdict(list)
+    for q in qs:
+        if not q.ids:
+            continue
+        p = np.array(ranker.scores(q.rows))
+        ratio, labels, order = p / p.max(), np.array(q.labels), np.argsort(-p)
+        gold += int((labels == 2).sum())
+        for r in CUT_GRID:
+            lost[r] += int(((ratio < r) & (labels == 2)).sum())
+            kept_at[r] += int((ratio >= r).sum())
+        top = q.places[order[0]].file_path
+        second = next((i for i in order if q.places[i].file_path != top), None)
+        if second is not None:
+            flat[min(int(ratio[second] * 10), 9)].append(bool(labels[order[0]] > 0))
+    lines = ["| ratio to the best | gold chunks below it | candidates kept per query |", "| ---: | ---: | ---: |"]
+    lines += [f"| {r} | {lost[r] / max(gold, 1):.3f} | {kept_at[r] / max(len(qs), 1):.1f} |" for r in CUT_GRID]
+    lines += ["", "| a second file's best, over the best | queries | first file right |", "| --- | ---: | ---: |"]
+    lines += [f"| {b / 10:.1f}-{(b + 1) / 10:.1f} | {len(v)} | {mean([float(x) for x in v]):.2f} |"
+              for b, v in sorted(flat.items())]
     return "\n".join(lines)
 
 
@@ -243,6 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("| held-out repository | learned R@1 | rules R@1 |\n| --- | ---: | ---: |")
     for repo, v in sorted(per_repo.items()):
         print(f"| {repo} | {v['learned']:.3f} | {v['rules']:.3f} |")
+    commits = [q for q in test if q.record["kind"] == "commit"]
+    print(f"\n## the payload's cuts, on the held-out commit queries\n\n{calibration(booster, commits)}")
     if not a.no_write:
         path = save_model(booster, a.out or MODEL_PATH, {
             "trained_on": sorted(train), "queries": len(every), "params": params, "rounds": rounds,

@@ -254,7 +254,7 @@ def test_shipped_datasets_schema_and_balance():
     for name in per_corpus:
         if name in QUESTION_SETS:
             continue
-        assert {q.kind for q in queries if q.corpus == name} == set(KINDS), name
+        assert {q.kind for q in queries if q.corpus == name} == set(datasets.WRITTEN_KINDS), name
     languages = {lang for name in per_corpus for lang in CORPORA[name].languages}
     assert len(languages) >= 4, languages
 

@@ -213,6 +213,7 @@ def test_fusion_scores_a_legs_clear_first_beats_a_chunk_both_legs_rank_in_the_mi
     request = SearchRequest("reject NaN and fractional values when a whole number is needed")
     settings = Settings()
     settings.retrieval.leg_agreement = False
+    settings.retrieval.ranker = "rules"
     rrf = Settings(retrieval={**settings.retrieval.model_dump(), "fusion": "rrf"})
     legs = {DENSE: DenseRetriever(None), BM25: SparseRetriever(None)}
     assert _order(fusion_of(rrf, legs).fuse(MARGIN_LEGS, request))[0] == "src/decimal.py:170"

@@ -58,7 +58,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # These tests check the mechanisms (fusion arithmetic, merge bounds), so they pin the knobs they were
 # written for instead of following the tuned defaults (equal weights, no path prior, ratio 0.5).
-MECHANISM_SETTINGS = {"fusion": "rrf", "dense_weight": 1.0, "score_dense_weight": 1.0, "sparse_weight": 1.0, "tests_docs_weight": 1.0, "merge_ratio": 0.5,
+MECHANISM_SETTINGS = {"ranker": "rules", "fusion": "rrf", "dense_weight": 1.0, "score_dense_weight": 1.0, "sparse_weight": 1.0, "tests_docs_weight": 1.0, "merge_ratio": 0.5,
                       "cut_ratio": 0.0, "fusion_top_k": 20}
 
 
