@@ -336,7 +336,7 @@ def mine(repo: str, gitdir: Path, snapshot: Path, commit: str, split: str, years
             why.add("duplicate message")
             continue
         seen.add(pair["query"].lower())
-        out.append({"id": f"{repo}@{pair['sha'][:12]}", "corpus": "history", "query": pair["query"],
+        out.append({"id": f"history-{repo}@{pair['sha'][:12]}", "corpus": "history", "query": pair["query"],
                     "gold": pair["gold"], "kind": "commit", "split": split, "repo": repo, "commit": commit})
     return out, why
 

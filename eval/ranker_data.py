@@ -102,7 +102,7 @@ def docstring_queries(root: Path, repo: str, split: str, limit: int = DOCSTRING_
     out = []
     for g in unique[::step][:limit]:
         gold = {k: g[k] for k in ("file_path", "start_line", "end_line")}
-        out.append({"id": f"{repo}:doc:{g['file_path']}:{g['start_line']}", "corpus": "history",
+        out.append({"id": f"history-{repo}:doc:{g['file_path']}:{g['start_line']}", "corpus": "history",
                     "query": g["sentence"], "gold": [gold], "kind": "docstring", "split": split, "repo": repo,
                     "commit": HISTORY_REPOS[repo][0]})
     return out
@@ -148,7 +148,7 @@ def name_queries(root: Path, repo: str, split: str) -> list[dict[str, Any]]:
     sha = HISTORY_REPOS[repo][0]
 
     def record(kind_id: str, query: str, gold: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"id": f"{repo}:{kind_id}", "corpus": "history", "query": query, "gold": gold, "kind": "identifier",
+        return {"id": f"history-{repo}:{kind_id}", "corpus": "history", "query": query, "gold": gold, "kind": "identifier",
                 "split": split, "repo": repo, "commit": sha}
 
     with CodeIndex.open(root, create=False) as index:

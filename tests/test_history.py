@@ -65,7 +65,7 @@ def test_history_mines_the_commits_that_describe_a_change_with_the_lines_they_ad
 
     pairs, why = mine("dev/app", repo / ".git", snapshot, head, "train", years=1)
 
-    assert [p["id"] for p in pairs] == [f"dev/app@{wanted[:12]}"]
+    assert [p["id"] for p in pairs] == [f"history-dev/app@{wanted[:12]}"]
     pair = pairs[0]
     assert pair["query"] == "Retry the login a few times before giving up\n\nA flaky store made users log in twice."
     assert pair["kind"] == "commit" and pair["split"] == "train" and pair["commit"] == head
