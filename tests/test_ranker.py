@@ -38,6 +38,9 @@ def test_ranker_a_model_for_other_features_is_refused_with_what_to_do(tmp_path: 
         load_ranker(tmp_path / "missing.json")
 
 
+LEARNED = Settings(retrieval={"ranker": "learned"})
+
+
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = write_files(tmp_path_factory.mktemp("ranked"), TINY_FILES)
@@ -51,15 +54,16 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("invoice_total", "src/billing/invoice.py"),
 ])
 def test_ranker_learned_search_puts_the_answer_first(indexed: Path, query: str, want: str) -> None:
-    with CodeIndex.open(indexed, create=False) as index:
-        assert index.settings.retrieval.ranker == "learned"
+    with CodeIndex.open(indexed, settings=LEARNED, create=False) as index:
+        assert index.engine.graph.fusion.ranker == "learned"
         results = index.search(query, max_tokens=2000)
     assert results and results[0].file_path == want
 
 
-def test_ranker_async_retrieve_answers_as_retrieve(indexed: Path) -> None:
+@pytest.mark.parametrize("ranker", ["learned", "rules"])
+def test_ranker_async_retrieve_answers_as_retrieve(indexed: Path, ranker: str) -> None:
     """Core's async path fuses the legs with its own unweighted rank fusion; ours must give the same answer."""
-    with CodeIndex.open(indexed, create=False) as index:
+    with CodeIndex.open(indexed, settings=Settings(retrieval={"ranker": ranker}), create=False) as index:
         fusion = index.engine.graph.fusion
         query = "sum the line items and add sales tax"
         sync = [(n.node.node_id, round(n.score, 9)) for n in fusion.retrieve(query)]
