@@ -166,7 +166,7 @@ CORPORA: dict[str, Corpus] = {
             subdir="lib/sqlalchemy/engine",
             languages=("python",),
             description="SQLAlchemy's engine layer (connections, results, URLs, reflection); questions written "
-                        "in session 12 after every ranking default they report on was chosen.",
+                        "after every ranking default they report on was chosen.",
             excluded=("the rest of lib/sqlalchemy (orm, sql, dialects, ...)", "test/, doc/"),
         ),
     )

@@ -46,6 +46,7 @@ _COMMENT_LINE = re.compile(r"^\s*(?:#|//|/\*|\*|--|;;|\"\"\"|''')")
 _LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"|\'((?:[^\'\\\n]|\\.)*)\'|`([^`]*)`')
 _PHRASE_COMMENT = re.compile(r"^[ \t]*(?:/\*\*?|\*/|\*|///?|#+|--|;+)", re.M)
 _PHRASE_EDGES = "`'\" .:;,!?"
+_SPACE = re.compile(r"\s+")
 _NOISE_NAMES = re.compile(r"^(changelog|changes|history|news|release[-_ ]?notes|whatsnew|authors|contributors"
                           r"|code_of_conduct|contributing)([-_.].*)?$", re.I)
 
@@ -64,7 +65,8 @@ FEATURES: Tuple[str, ...] = QUERY_FEATURES + LEG_FEATURES + FILE_FEATURES + FIEL
 
 
 def phrase_of(text: str) -> str:
-    """Text as a phrase is matched: lower case, one space between words, comment markers at line starts gone.
+    """Text as a phrase is matched: lower case, one space between words, comment markers at line starts
+    gone (a docstring or a JSDoc block wrapped over lines reads as the sentence it is).
 
     >>> phrase_of(" * Split text into lines\\n * such that  each fits.")
     'split text into lines such that each fits.'
@@ -73,24 +75,29 @@ def phrase_of(text: str) -> str:
 
 
 def query_phrase(query: str) -> str:
-    """The phrase a sentence-like query would be found as, or "" for fewer than PHRASE_MIN_WORDS words.
+    """The phrase a sentence-like query would be found as (a docstring or an error message quoted), or ""
+    for a query of fewer than PHRASE_MIN_WORDS words. Quotes and the closing full stop are not part of it.
 
     >>> query_phrase('"Replace emoji code in text."'), query_phrase("retry after login")
     ('replace emoji code in text', '')
     """
-    phrase = " ".join(query.split()).strip(_PHRASE_EDGES).lower()
+    phrase = _SPACE.sub(" ", query).strip(_PHRASE_EDGES).lower()
     return phrase if len(phrase.split(" ")) >= PHRASE_MIN_WORDS else ""
 
 
 def is_report_noise(path: str) -> bool:
-    """Files a bug report resembles without being where it is fixed: issue templates, changelogs, release notes."""
+    """Files a bug report resembles without being where it is fixed: issue and PR templates, changelogs
+    and release notes (they quote past reports), contributor lists."""
     parts = path.split("/")
     return (parts[0] in (".github", ".gitlab") or _NOISE_NAMES.match(parts[-1]) is not None
             or any(p in ("changelog", "changes", "whatsnew", "release-notes", "changelog.d") for p in parts[:-1]))
 
 
 def is_unnamed_window(metadata: dict) -> bool:
-    """A line window that defines no symbol: a piece of a data table, a license, a header's declarations."""
+    """A line window that defines no symbol: a piece of a long data table (an emoji map, a palette, a
+    case-folding switch), of a license or a package's PKG-INFO, of a header's list of declarations. It
+    matches the words of many questions and answers none of them: in the natural-language questions of
+    the tune and held-out splits, 62 such windows reached a top 10 and none was an answer (eval/RESULTS.md)."""
     return metadata.get(KIND_KEY) == "window" and not metadata.get(SYMBOL_KEY)
 
 

@@ -1,10 +1,11 @@
-"""Fusion of the legs: a weighted sum of each leg's normalised scores (or weighted reciprocal rank fusion),
-times the evidence a query and its candidates give (keywords, definitions of the names it spells or the uses
-of the one it asks about, tests and docs, a report's noise, file-level evidence)."""
+"""Fusion of the legs: the learned ranker's order (`ranker=learned`, pipelines/ranker.py), or the rules: a
+weighted sum of each leg's normalised scores (or weighted reciprocal rank fusion), times the evidence a query
+and its candidates give (keywords, definitions of the names it spells or the uses of the one it asks about,
+tests and docs, a report's noise, file-level evidence). What a candidate is (a phrase match, a report's noise,
+an unnamed window) is said once, in pipelines/features.py, for both."""
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import replace
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -13,12 +14,14 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, TESTS, file_role, role_asked_for
-from coderag.nodes.keys import FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
+from coderag.nodes.file_roles import DOCS, TESTS, file_role, role_asked_for
+from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY
 from coderag.nodes.literals import message_coverage
 from coderag.nodes.lexical import is_pasted_error
 from coderag.nodes.query_names import uses_name
 from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, defines_symbol
+from coderag.pipelines.features import (NON_CODE_LANGUAGES, is_report_noise, is_unnamed_window, phrase_of,
+                                        query_phrase)
 from coderag.pipelines.ranker import LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO
 from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
@@ -27,7 +30,7 @@ DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weigh
 # Score fusion: a candidate's share of its leg is (score / the leg's best score) ** power. Reciprocal ranks
 # with k = 60 are nearly flat at the top (1/61 against 1/63), so a chunk that both legs rank third outscored
 # the chunk one leg ranked first by far; the scores say how far. A long report and a query about one name
-# keep RRF (`mode_for`): their boosts were set on ranks (eval/RESULTS.md, session 14).
+# keep RRF (`mode_for`): their boosts were set on ranks (eval/RESULTS.md, "questions fuse the legs' scores").
 SCORES, RRF = "scores", "rrf"
 # The learned ranker (pipelines/ranker.py) replaces the fusion and every boost below; its scores are
 # probabilities over the request's candidates. `ranker=rules` keeps the hand-set fusion to compare against.
@@ -44,67 +47,17 @@ DEFAULT_DEFINITION_BOOST = 0.5
 # "who calls parse_header" for the places that use it. Such a query is fused on ranks (`mode_for`). Under weighted
 # RRF (dense 1.25, BM25 1.0) a chunk both legs rank first scores 2.25x one that BM25 alone ranks first, and the
 # dense leg rarely finds a constant's assignment or a call site, so what is asked for gets a factor above 2.25:
-# x2.5, the phrase boost's arithmetic (eval/RESULTS.md, session 13). Other queries keep DEFAULT_DEFINITION_BOOST:
+# x2.5, the phrase boost's arithmetic (eval/RESULTS.md, "a query about one code name"). Other queries keep DEFAULT_DEFINITION_BOOST:
 # at 1.5 for every query, bug reports and questions naming names lost R@1 (0 / 4).
 NAME_QUERY_BOOST = 1.5
 # A query that is mostly the words of one message template (an error pasted) was printed there; a report
 # that quotes a message around its own words is not (its message may come from an error catalogue, its fix
-# from where the error is raised: eval/RESULTS.md, session 13).
+# from where the error is raised: eval/RESULTS.md, "a pasted error message").
 PASTED_MESSAGE_SHARE = 0.5
 LEXICAL_QUERY_DENSE_FACTOR = 0.5
-PHRASE_MIN_WORDS = 4  # shorter queries are names or keywords: found word for word everywhere they are used
-_PHRASE_COMMENT = re.compile(r"^[ \t]*(?:/\*\*?|\*/|\*|///?|#+|--|;+)", re.M)
-_PHRASE_EDGES = "`'\" .:;,!?"
-_SPACE = re.compile(r"\s+")
-
-
-def phrase_of(text: str) -> str:
-    """Text as a phrase is matched: lower case, one space between words, comment markers at line starts
-    gone (a docstring or a JSDoc block wrapped over lines reads as the sentence it is).
-
-    >>> phrase_of(" * Split text into lines\\n * such that  each fits.")
-    'split text into lines such that each fits.'
-    """
-    return " ".join(_PHRASE_COMMENT.sub("", text).split()).lower()
-
-
-def query_phrase(query: str) -> str:
-    """The phrase a sentence-like query would be found as (a docstring or an error message quoted), or ""
-    for a query of fewer than PHRASE_MIN_WORDS words. Quotes and the closing full stop are not part of it.
-
-    >>> query_phrase('"Replace emoji code in text."'), query_phrase("retry after login")
-    ('replace emoji code in text', '')
-    """
-    phrase = _SPACE.sub(" ", query).strip(_PHRASE_EDGES).lower()
-    return phrase if len(phrase.split(" ")) >= PHRASE_MIN_WORDS else ""
-
-
 def defines(symbol: str, identifier: str) -> bool:
     """True if a chunk with this symbol defines `identifier` (`LruCache.get` defines `get` and `LruCache.get`)."""
     return defines_symbol(symbol, identifier)
-
-
-NON_CODE_LANGUAGES = DOC_LANGUAGES | {"json", "yaml", "toml", "ini", "xml", "html", "css", "scss"}
-
-
-_NOISE_NAMES = re.compile(r"^(changelog|changes|history|news|release[-_ ]?notes|whatsnew|authors|contributors"
-                          r"|code_of_conduct|contributing)([-_.].*)?$", re.I)
-
-
-def is_report_noise(path: str) -> bool:
-    """Files a bug report resembles without being where it is fixed: issue and PR templates, changelogs
-    and release notes (they quote past reports), contributor lists."""
-    parts = path.split("/")
-    return (parts[0] in (".github", ".gitlab") or _NOISE_NAMES.match(parts[-1]) is not None
-            or any(p in ("changelog", "changes", "whatsnew", "release-notes", "changelog.d") for p in parts[:-1]))
-
-
-def is_unnamed_window(metadata: dict) -> bool:
-    """A line window that defines no symbol: a piece of a long data table (an emoji map, a palette, a
-    case-folding switch), of a license or a package's PKG-INFO, of a header's list of declarations. It
-    matches the words of many questions and answers none of them: in the natural-language questions of
-    the tune and held-out splits, 62 such windows reached a top 10 and none was an answer (eval/RESULTS.md)."""
-    return metadata.get(KIND_KEY) == "window" and not metadata.get(SYMBOL_KEY)
 
 
 def _defines(nws: NodeWithScore, name: str) -> bool:
@@ -217,7 +170,7 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         fusion for a question; RRF for a long report and for a query
         about one name ("parse_header", "who calls parse_header"), whose boosts (the report's frames, the
         name's definition or uses, NAME_QUERY_BOOST) were set against ranks. Fused on scores, the query
-        generators' name questions lost 3-16 points of R@1 (eval/RESULTS.md, session 14)."""
+        generators' name questions lost 3-16 points of R@1 (eval/RESULTS.md, "questions fuse the legs' scores")."""
         if self.ranker == LEARNED:
             return LEARNED
         if req.reading is not None or req.names.definition or req.names.usages:
@@ -291,7 +244,7 @@ class WeightedFusionRetriever(QueryFusionRetriever):
     def _leg_weights(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest, mode: str) -> Dict[str, float]:
         """The weights of the legs that ran, for the fusion `mode`. A query about one code name ("who calls
         parse_header") or a pasted error is matched word for word, which the dense leg does not read: it
-        weighs LEXICAL_QUERY_DENSE_FACTOR as much (eval/RESULTS.md, session 13)."""
+        weighs LEXICAL_QUERY_DENSE_FACTOR as much (eval/RESULTS.md, "a query about one code name")."""
         chosen = self.weights if mode == RRF else self.score_weights
         weights = {name: chosen[name] for name in results}
         if DENSE in weights and req.reading is None and (is_pasted_error(req.query_str) or req.names.about_a_code_name):
@@ -389,7 +342,7 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         different chunks of one file, a third file's chunk that both rank second can outscore each of them
         (under RRF, 1/(k+2) twice against 1/(k+1) once plus a low rank). Two legs that read the query
         differently and still name the same file are the strongest evidence a search has (eval/RESULTS.md,
-        session 12)."""
+        "the file both legs put first")."""
         firsts = set()
         for name in (DENSE, BM25):
             leg = shares.get(name)
