@@ -10,27 +10,9 @@ from pathlib import Path
 import click
 
 from coderag.cli_eval import eval_command, train_ranker_command
+from coderag.cli_status import indexed_root, status_command
 from coderag.errors import CodeRagError, IndexLockedError
 from coderag.lock import DEFAULT_WAIT_S
-
-
-def _human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
-
-
-def _dir_size(path: Path) -> int:
-    total = 0
-    for dirpath, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.stat(os.path.join(dirpath, f)).st_blocks * 512
-            except OSError:
-                pass
-    return total
 
 
 WAIT_HELP = ("Seconds to wait while another coderag process holds the index (an indexing run, a search, "
@@ -186,7 +168,7 @@ def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str
     params = dict(file_pattern=file_pattern, keywords=list(keywords), requires_exact_match=exact,
                   max_tokens=max_tokens, top_k=top_k, retriever=retriever, format=fmt)
     _check_search_options(query, params)  # before an owner is started or the index opened
-    found = _indexed_root(root)
+    found = indexed_root(root)
     settings = load_settings(found, config)
 
     def open_here():
@@ -244,17 +226,6 @@ def _root_for(path: Path) -> Path:
     from coderag.paths import find_root
 
     return find_root(path) or path.resolve()
-
-
-def _indexed_root(path: Path) -> Path:
-    """The nearest indexed folder at or above `path` (like git), or IndexMissingError saying how to make one."""
-    from coderag.errors import IndexMissingError
-    from coderag.paths import find_root
-
-    found = find_root(path)
-    if found is None:
-        raise IndexMissingError(f'No index at or above {path.resolve()}. Run "coderag index {path}" first.')
-    return found
 
 
 @main.command()
@@ -359,64 +330,8 @@ def _print_text(res) -> None:
                   f"{res.strategy}[/dim]")
 
 
-@main.command()
-@click.argument("path", default=".", type=click.Path(file_okay=False, path_type=Path))
-def status(path: Path) -> None:
-    """Where the index of PATH is, what it holds, and how many files changed since (without indexing)."""
-    import json
-    from collections import Counter
-
-    from coderag.daemon import owner_pid
-    from coderag.paths import DB_NAME, index_dir, tighten_index
-    from coderag.pipelines.changes import detect_changes
-    from coderag.pipelines.skip_report import skip_report
-    from coderag.store.state import SEARCHABLE, IndexState
-
-    root = _indexed_root(path)
-    idx = index_dir(root)
-    private = tighten_index(idx)  # an index written under a loose umask, or by an older coderag
-    state = IndexState(idx / DB_NAME, readonly=True)
-    try:
-        counts = state.counts()
-        changes = detect_changes(root, state)
-        manifest = state.files()
-        skipped = Counter(skip_report(state, changes.skips)[0])  # read, and never opened: as `index` counts
-        notes = state.note_counts()
-        built_with = state.get_meta("fingerprint")
-        fp = json.loads(built_with or "{}")
-        last = state.get_meta("last_update") or "never"
-    finally:
-        state.close()
-    click.echo(f"root:        {root}")
-    click.echo(f"index:       {idx} ({_human_bytes(_dir_size(idx))})")
-    click.echo(f"files:       {counts['files']} indexed, {sum(skipped.values())} skipped")  # the list below
-    click.echo("skipped:     " + (", ".join(f"{n} {r}" for r, n in sorted(
-        skipped.items(), key=lambda x: (x[0] != "secret", x[0] != "data", -x[1], x[0]))) or "none"))
-    if notes:
-        click.echo("notes:       " + ", ".join(f"{n} {k}" for k, n in sorted(notes.items())))
-    click.echo(f"chunks:      {counts['leaves']} leaves, {counts['nodes']} nodes in all, {counts['duplicates']} duplicates")
-    click.echo(f"model:       {fp.get('model', 'unknown')}")
-    click.echo(f"last update: {last}")
-    click.echo(f"permissions: {private.note()}")
-    pid = owner_pid(root)
-    click.echo("owner:       " + (f"pid {pid} (searches and updates go through it)" if pid else
-                                  "none (the next search starts one in the background)"))
-    from coderag.cli_owner import status_lines
-
-    for line in status_lines(root, pid, built_with):  # the owner's build and settings, or a settings change
-        click.echo(line)
-    # Deleted: files the index holds chunks of. A gone file that was only ever skipped (it vanished while
-    # a run read it, say) has nothing in the index to remove.
-    deleted = [p for p in changes.removed if manifest[p].status in SEARCHABLE]
-    pending = changes.pending()  # not a file skipped as unreadable that still cannot be read
-    if pending or deleted:
-        click.echo(f"pending:     {len(pending)} new or modified, {len(deleted)} deleted "
-                   f'(run "coderag index {root}")')
-    else:
-        click.echo("pending:     none, the index is up to date")
-
-
 main.add_command(eval_command)  # its own module: the eval's options and wiring
+main.add_command(status_command)
 main.add_command(train_ranker_command)
 
 
