@@ -10,7 +10,9 @@ Four steps, each a subcommand, each resumable (a finished repository is skipped)
    sentence of a definition's leading doc comment or docstring, DOCSTRING_LIMIT per repository), as dataset
    records (eval/datasets.py) in ``<data>/queries/<owner>+<name>.jsonl``, with queries that name code
    (a definition by its name in three spellings, a name's callers, its tests: NAME_LIMIT, USAGE_LIMIT); ``heldout`` joins those of the
-   held-out repositories in ``<data>/heldout.jsonl``, a dataset ``coderag eval --dataset`` reads.
+   held-out repositories in ``<data>/heldout.jsonl``, a dataset ``coderag eval --dataset`` reads; ``hand``
+   dumps the legs of the eval's tune-split questions, which the ranker also learns from (indexed by
+   ``coderag eval`` first).
 4. ``dump``: each query's candidates from each leg, at DUMP_DEPTH, with the nodes they name, in
    ``<data>/dump/<owner>+<name>.json.gz``. Features are computed from a dump (eval/train_ranker.py) by the
    same function the search runs (pipelines/features.py), so they can change without searching again.
@@ -252,6 +254,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     q.add_argument("--out", default=None, help="the snapshots' folder (default: $CODERAG_HISTORY_DIR)")
     q.add_argument("--data", type=Path, required=True, help="folder for queries.jsonl and the dumps")
     q.add_argument("--years", type=float, default=DEFAULT_YEARS)
+    w = sub.add_parser("hand", help="dump the legs of the eval's tune-split questions (train_ranker.HAND_WRITTEN)")
+    w.add_argument("--data", type=Path, required=True)
+    w.add_argument("--out", default=None)
     h = sub.add_parser("heldout", help="write the held-out repositories' queries as one dataset file")
     h.add_argument("--data", type=Path, required=True)
     h.add_argument("--out", default=None)
@@ -297,6 +302,18 @@ def main(argv: Iterable[str] | None = None) -> int:
             _write_jsonl(out, found + docs + names)
             print(f"[{n}/{len(repos)}] {repo}: {len(found)} commits, {len(docs)} docstrings, {len(names)} names; "
                   f"rejected {dict(sorted(why.counts.items()))}", file=sys.stderr, flush=True)
+        return 0
+    if a.cmd == "hand":
+        from coderag.eval.corpora import fetch
+        from coderag.eval.datasets import load_dataset
+        from coderag.eval.train_ranker import HAND_WRITTEN
+
+        (a.data / "dump").mkdir(exist_ok=True)
+        for name in HAND_WRITTEN:  # "hand/<corpus>": that corpus' tune questions, never a held-out one
+            corpus = name.split("/", 1)[1]
+            queries = [q.to_json() for q in load_dataset(corpus) if q.split == "tune"]
+            count = dump_repo(Path(fetch(corpus)), queries, a.data / "dump" / (name.replace("/", "+") + ".json.gz"))
+            print(f"{name}: {count} queries", file=sys.stderr)
         return 0
     if a.cmd == "heldout":
         records = [rec for repo in repos if HISTORY_REPOS[repo][2] == HELDOUT and queries_file(a.data, repo).is_file()
