@@ -139,7 +139,8 @@ def _leg_table(results: Dict[str, List[NodeWithScore]]) -> Dict[str, Dict[str, T
     return table
 
 
-def _defines(metadata: dict, text: str, name: str) -> bool:
+def defines_name(metadata: dict, text: str, name: str) -> bool:
+    """True if a chunk defines `name`: one of its symbols, or a constant it assigns at the top level."""
     return chunk_defines(metadata, name) or assigns_at_top_level(text, name)
 
 
@@ -221,9 +222,9 @@ def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchReque
                 file_rank[DENSE][path], file_rank[BM25][path],
                 float(dense_here > 0 and dense_here >= max(pf[DENSE])), float(bm25_here > 0 and bm25_here >= max(pf[BM25])),
                 float(path == agreed), path_cover[path], file_cover[path], file_cover[path] / best_file_cover]
-        defined = sum(1 for i in idents if _defines(m, text, i))
+        defined = sum(1 for i in idents if defines_name(m, text, i))
         used = sum(1 for i in idents if uses_name(text, i)) if idents else 0
-        report_rank = next((i for i, name in enumerate(report_names) if _defines(m, text, name)), None)
+        report_rank = next((i for i, name in enumerate(report_names) if defines_name(m, text, name)), None)
         row += [_cover(terms, weights, f_path), _cover(terms, weights, f_name), _cover(terms, weights, f_sym),
                 _cover(terms, weights, f_comment), _cover(terms, weights, f_string), code_cover[nid],
                 code_cover[nid] / best_code_cover,

@@ -19,9 +19,9 @@ from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY
 from coderag.nodes.literals import message_coverage
 from coderag.nodes.lexical import is_pasted_error
 from coderag.nodes.query_names import uses_name
-from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, defines_symbol
-from coderag.pipelines.features import (NON_CODE_LANGUAGES, is_report_noise, is_unnamed_window, phrase_of,
-                                        query_phrase)
+from coderag.nodes.symbols import defines_symbol
+from coderag.pipelines.features import (NON_CODE_LANGUAGES, defines_name, is_report_noise, is_unnamed_window,
+                                        phrase_of, query_phrase)
 from coderag.pipelines.ranker import LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO
 from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
@@ -61,8 +61,7 @@ def defines(symbol: str, identifier: str) -> bool:
 
 
 def _defines(nws: NodeWithScore, name: str) -> bool:
-    """True if the chunk defines `name`: one of its symbols, or a constant it assigns at the top level."""
-    return chunk_defines(nws.node.metadata, name) or assigns_at_top_level(nws.node.get_content(), name)
+    return defines_name(nws.node.metadata, nws.node.get_content(), name)
 
 
 def _file(nws: NodeWithScore) -> str:
@@ -91,7 +90,7 @@ class WeightedFusionRetriever(QueryFusionRetriever):
                  tests_docs_weight: float = 1.0, noise_weight: float = 1.0, non_code_weight: float = 1.0,
                  unnamed_window_weight: float = 1.0,
                  file_evidence: float = 0.0, leg_agreement: bool = True, similarity_top_k: int = 20,
-                 prepare: Optional[Callable[[QueryBundle], SearchRequest]] = None, ranker: str = LEARNED,
+                 prepare: Optional[Callable[[QueryBundle], SearchRequest]] = None, ranker: str = RULES,
                  ranker_model: Optional[str] = None) -> None:
         from llama_index.core.llms import MockLLM
 
@@ -222,11 +221,15 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         scored = dict(zip(ids, probs))
         if req.keywords:
             for nid in ids:
-                text = by_id[nid].node.get_content()
-                hits = sum(1 for k in req.keywords if k in text)
-                scored[nid] *= (1.0 + self.keyword_boost * hits / len(req.keywords)) ** self.score_power
+                scored[nid] *= self._keyword_factor(by_id[nid], req.keywords, self.score_power)
         return [NodeWithScore(node=by_id[nid].node, score=score)
                 for nid, score in sorted(scored.items(), key=lambda kv: kv[1], reverse=True)]
+
+    def _keyword_factor(self, nws: NodeWithScore, keywords: List[str], power: float) -> float:
+        """(1 + keyword_boost x the share of the caller's keywords the chunk contains) ** power."""
+        text = nws.node.get_content()
+        hits = sum(1 for k in keywords if k in text)
+        return (1.0 + self.keyword_boost * hits / len(keywords)) ** power
 
     def _shares(self, nodes: List[NodeWithScore], mode: str) -> Dict[str, float]:
         """Each of one leg's candidates' share, best first: (score / best score) ** score_power, or for RRF
@@ -271,9 +274,7 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         if req.keywords:
             power = self.score_power if mode == SCORES else 1.0
             for nid, nws in by_id.items():
-                text = nws.node.get_content()
-                hits = sum(1 for k in req.keywords if k in text)
-                factor[nid] *= (1.0 + self.keyword_boost * hits / len(req.keywords)) ** power
+                factor[nid] *= self._keyword_factor(nws, req.keywords, power)
         phrase = query_phrase(req.query_str) if self.phrase_boost and req.reading is None else ""
         if phrase:
             longest = max(phrase.split(" "), key=len)  # a cheap first test, which most candidates fail
