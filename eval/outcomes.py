@@ -35,7 +35,8 @@ class Outcome:
     place_in_payload: Optional[bool] = None
     # A gold file among the payload's blocks or candidate lines (issue 15's "gold file in the payload").
     file_in_payload: bool = False
-    # Payload tokens read, block by block, until the first gold line (None: no block shows one).
+    # Payload tokens read, block by block, until the first gold line (None: no block shows one); for ripgrep,
+    # the matching files read whole in its order (grep-and-read).
     tokens_to_gold: Optional[int] = None
 
     def to_json(self) -> dict[str, Any]:
@@ -94,13 +95,16 @@ def coderag_outcome(index, query: str, variant: str, gold: Sequence[Span], max_t
 
 def ripgrep_outcome(root: Path, query: str, gold: Sequence[Span], count_tokens: Callable[[str], int],
                     rg: str) -> Outcome:
-    from coderag.eval.ripgrep_baseline import grep
+    """Grep's answer, scored; its tokens to gold are grep-and-read's: matching files read whole, in ripgrep's
+    order, until the first gold line (None when the grep matches no gold file)."""
+    from coderag.eval.ripgrep_baseline import grep, read_whole_files
 
     ans = grep(query, root, rg=rg)
     return Outcome(score_ranking(ans.ranked, gold), count_tokens(ans.payload) if ans.payload else 0,
                    contains_gold(ans.payload_results, gold), ans.latency_ms,
                    [f"{r.file_path} ({ans.matches[r.file_path]} matches)" for r in ans.ranked[:RANK_TOP_K]],
-                   file_in_payload=contains_gold_file(ans.payload_results, gold))
+                   file_in_payload=contains_gold_file(ans.payload_results, gold),
+                   tokens_to_gold=tokens_to_gold(read_whole_files(root, ans.ranked), gold, count_tokens))
 
 
 def baseline_outcome(baseline, query: str, gold: Sequence[Span], count_tokens: Callable[[str], int],

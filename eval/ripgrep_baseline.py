@@ -5,6 +5,10 @@ regexes; ``rg`` lists every matching line; files are ranked by how many matches 
 (ties by path); the payload is the first ``max_lines`` matching lines in that order, as
 ``path:line:text`` (Grep's content mode), and costs what the agent's tokenizer says.
 
+The agent's cost of finding the answer this way is modelled by :func:`read_whole_files`: after the grep,
+the agent reads the matching files whole, in ripgrep's order, until it meets a gold line (the figure peers
+publish as "grep-and-read" tokens); `coderag eval` reports it as the ripgrep variant's tokens to gold.
+
 Examples:
     >>> query_terms("Where does click split env var values for nargs=2?")
     ['click', 'split', 'env', 'var', 'values', 'nargs']
@@ -20,6 +24,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from coderag.eval.metrics import Result
 
@@ -121,3 +126,18 @@ def grep(query: str, root: str | os.PathLike, max_lines: int = DEFAULT_MAX_LINES
         shown.extend(f"{p}:{n}:{t}" for n, t in take)
         payload_results.append(Result(p, tuple((n, n) for n, _ in take)))
     return GrepAnswer(terms, ranked, "\n".join(shown), payload_results, (time.perf_counter() - t0) * 1000, matches)
+
+
+def read_whole_files(root: str | os.PathLike, ranked: list[Result]) -> Iterator[tuple[Result, str]]:
+    """Each file of a grep's ranking, read whole, in its order: (the file as one block, its text). A file that
+    cannot be read any more is passed over, as the agent's Read would fail on it.
+
+    With `coderag.eval.metrics.tokens_to_gold`, the tokens an agent reads after grepping until the first gold
+    line: every earlier file whole, then the gold file down to that line.
+    """
+    for r in ranked:
+        try:
+            text = (Path(root) / r.file_path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        yield Result.block(r.file_path, 1, max(text.count("\n") + (not text.endswith("\n")), 1)), text

@@ -156,6 +156,7 @@ def summarize(queries: Sequence[dict[str, Any]], variants: Sequence[str]) -> dic
             row["file_in_payload"] = mean([1.0 if o.file_in_payload else 0.0 for o in outs])
             reached = [o.tokens_to_gold for o in ok if o.tokens_to_gold is not None]
             row["tokens_to_gold"] = percentile(reached, 50)  # median over the payloads that show a gold line
+            row["gold_reached"] = len(reached) / len(outs)  # ... and how often that is
             row["p50_ms"] = percentile(lat, 50)
             row["p95_ms"] = percentile(lat, 95)
             out[v][g] = row

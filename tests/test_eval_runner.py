@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from coderag.eval import runner
 from coderag.eval.datasets import Gold, Query
+from coderag.eval.metrics import Span
 from coderag.eval.report import markdown_report, write_run
 from coderag.eval.runner import VARIANTS, parse_overrides, run_eval
 
@@ -131,6 +132,28 @@ def test_ripgrep_variant_ranks_files_by_matches(run):
     assert out.error is None
     assert out.ranked[0].startswith("src/auth/service.py (")
     assert out.metrics["recall@1"] == 1.0 and out.in_payload and out.tokens > 0
+
+
+@pytest.mark.skipif(not HAS_RG, reason="ripgrep (rg) is not installed")
+def test_ripgrep_tokens_to_gold_read_the_matching_files_whole_in_its_order(run, corpus: Path):
+    """Grep-and-read: every matching file before the gold one is read whole, then the gold file down to
+    its first gold line; reported beside coderag's tokens to gold, with how often the gold is reached."""
+    from coderag.eval.outcomes import ripgrep_outcome
+    from coderag.eval.ripgrep_baseline import find_rg, grep
+
+    q = QUERIES[2]  # "add sales tax ...": its words match more files than the gold one
+    ranked = [r.file_path for r in grep(q.query, corpus).ranked]
+    assert len(ranked) >= 2, ranked
+    gold = Span(ranked[1], 3, 4)  # a place in the second file: the first is read whole before it
+    whole = (corpus / ranked[0]).read_text()
+    head = "\n".join((corpus / ranked[1]).read_text().split("\n")[:3])
+    out = ripgrep_outcome(corpus, q.query, [gold], len, find_rg())  # characters as the token count
+    assert out.tokens_to_gold == len(whole) + len(head)
+    missed = ripgrep_outcome(corpus, q.query, [Span("nowhere.py", 1, 2)], len, find_rg())
+    assert missed.tokens_to_gold is None
+    row = run.summary["ripgrep"]["all"]
+    assert row["gold_reached"] == 1.0 and row["tokens_to_gold"] > 0
+    assert "gold reached" in markdown_report(run.summary)
 
 
 def test_summary_groups_by_kind(run):
