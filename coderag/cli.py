@@ -11,8 +11,8 @@ import click
 
 from coderag.cli_eval import eval_command, train_ranker_command
 from coderag.cli_status import indexed_root, status_command
-from coderag.errors import CodeRagError, IndexLockedError
-from coderag.lock import DEFAULT_WAIT_S
+from coderag.base.errors import CodeRagError, IndexLockedError
+from coderag.base.lock import DEFAULT_WAIT_S
 
 
 WAIT_HELP = ("Seconds to wait while another coderag process holds the index (an indexing run, a search, "
@@ -33,10 +33,10 @@ class _Commands(click.Group):
 
     A CodeRagError (a RemoteError is the owner's, already in words) exits 1 with its message; bad search
     options (a pydantic ValidationError here, or one the owner met) exit 2 worded by
-    coderag.errors.validation_text, as the MCP server's tool errors are. Anything else is a bug: traceback."""
+    coderag.base.errors.validation_text, as the MCP server's tool errors are. Anything else is a bug: traceback."""
 
     def invoke(self, ctx: click.Context):
-        from coderag.errors import error_text
+        from coderag.base.errors import error_text
 
         try:
             return super().invoke(ctx)
@@ -81,8 +81,8 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
     # Deferred: the ingestion module pulls LlamaIndex only when files changed.
     from coderag.cli_progress import IndexProgress
     from coderag.client import IndexClient, owner_or_open
-    from coderag.config import load_settings
-    from coderag.paths import private_umask
+    from coderag.base.config import load_settings
+    from coderag.base.paths import private_umask
     from coderag.pipelines.index_repository import index_repository
 
     settings = load_settings(path, config)
@@ -160,9 +160,9 @@ def search(query: str, root: Path, file_pattern: str | None, keywords: tuple[str
     With no owner running, the first search starts one in the background (`coderag serve --idle-exit`,
     service.idle_exit_s, 600 s by default) and the searches after it are answered warm."""
     from coderag.client import IndexClient, owner_or_open
-    from coderag.config import load_settings
+    from coderag.base.config import load_settings
     from coderag.daemon import daemon_wanted, owner_for_search
-    from coderag.paths import private_umask
+    from coderag.base.paths import private_umask
 
     fmt = fmt or ("text" if sys.stdout.isatty() else "xml")
     params = dict(file_pattern=file_pattern, keywords=list(keywords), requires_exact_match=exact,
@@ -213,7 +213,7 @@ def _check_search_options(query: str, params: dict) -> None:
     """Refuse bad search options as a usage error worded with the flags the user typed."""
     from pydantic import ValidationError
 
-    from coderag.errors import validation_text
+    from coderag.base.errors import validation_text
     from coderag.pipelines.search_options import SearchOptions
 
     try:
@@ -223,7 +223,7 @@ def _check_search_options(query: str, params: dict) -> None:
 
 
 def _root_for(path: Path) -> Path:
-    from coderag.paths import find_root
+    from coderag.base.paths import find_root
 
     return find_root(path) or path.resolve()
 
@@ -239,7 +239,7 @@ def mcp(root: Path, config: Path | None, wait: float) -> None:
     The first coderag process on a repository owns its index and indexes it in the background; later
     ones (more Claude Code sessions, `coderag search`) become its clients.
     """
-    from coderag.config import load_settings
+    from coderag.base.config import load_settings
 
     root = _root_for(root)
     settings = load_settings(root, config)
@@ -264,7 +264,7 @@ def serve(root: Path, config: Path | None, idle_exit: float, background: bool, w
 
     from coderag.client import IndexClient, owner_or_open
     from coderag.daemon import wait_until_idle
-    from coderag.config import load_settings
+    from coderag.base.config import load_settings
     from coderag.service import IndexService
 
     root = _root_for(root)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from coderag.errors import CodeRagError
-from coderag.lock import DEFAULT_WAIT_S
+from coderag.base.errors import CodeRagError
+from coderag.base.lock import DEFAULT_WAIT_S
 
 
 @click.command("eval")
@@ -95,7 +95,7 @@ def eval_command(dataset: str, variants: str, max_tokens: int, out: Path | None,
         run = run_eval(queries, chosen, max_tokens, root_for_corpus=root_for, overrides=over,
                        status=StatusLine(), wait=wait)
     except ValidationError as exc:
-        from coderag.config import render_errors
+        from coderag.base.config import render_errors
 
         raise click.BadParameter(render_errors(exc, "--set"), param_hint="--set") from exc
     except (CodeRagError, CorpusError, FileNotFoundError, ValueError) as exc:

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from pathlib import Path
 from typing import Callable, Optional
 
-from coderag.errors import CodeRagError
+from coderag.base.errors import CodeRagError
 
 POLL_S = 0.5
 
@@ -75,8 +75,8 @@ def status_lines(root: Path, owner_pid: Optional[int], built_with: Optional[str]
     build phase, what it did with an edited settings file), else a comparison of the settings file with
     `built_with`, the fingerprint of the index."""
     from coderag.client import owner_client
-    from coderag.config import load_settings
-    from coderag.errors import ConfigError
+    from coderag.base.config import load_settings
+    from coderag.base.errors import ConfigError
     from coderag.owner_changes import BUILDING
 
     client = owner_client(root) if owner_pid else None

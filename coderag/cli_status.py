@@ -29,8 +29,8 @@ def _dir_size(path: Path) -> int:
 
 def indexed_root(path: Path) -> Path:
     """The nearest indexed folder at or above `path` (like git), or IndexMissingError saying how to make one."""
-    from coderag.errors import IndexMissingError
-    from coderag.paths import find_root
+    from coderag.base.errors import IndexMissingError
+    from coderag.base.paths import find_root
 
     found = find_root(path)
     if found is None:
@@ -46,7 +46,7 @@ def status_command(path: Path) -> None:
     from collections import Counter
 
     from coderag.daemon import owner_pid
-    from coderag.paths import DB_NAME, index_dir, tighten_index
+    from coderag.base.paths import DB_NAME, index_dir, tighten_index
     from coderag.pipelines.changes import detect_changes
     from coderag.pipelines.skip_report import skip_report
     from coderag.store.state import SEARCHABLE, IndexState

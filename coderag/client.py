@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
-from coderag.errors import CodeRagError, IndexLockedError
-from coderag.lock import DEFAULT_WAIT_S
-from coderag.paths import index_dir
+from coderag.base.errors import CodeRagError, IndexLockedError
+from coderag.base.lock import DEFAULT_WAIT_S
+from coderag.base.paths import index_dir
 
 log = logging.getLogger("coderag.client")
 CONNECT_TIMEOUT_S = 2.0
@@ -63,8 +63,8 @@ def owner_client(root: Path) -> Optional["IndexClient"]:
 
 def lock_holder(root: Path) -> str:
     """Who holds the writer lock of `root`'s index, as its lock file names it (pid and command)."""
-    from coderag.lock import WriterLock
-    from coderag.paths import LOCK_NAME
+    from coderag.base.lock import WriterLock
+    from coderag.base.paths import LOCK_NAME
 
     return WriterLock(index_dir(root) / LOCK_NAME).holder()
 

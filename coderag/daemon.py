@@ -44,7 +44,7 @@ def spawn_owner(root: Path, idle_exit_s: float, wait: float, config: Optional[Pa
 def _index_held(index_dir: Path) -> bool:
     """Whether another process holds the writer lock (a `coderag index` at work, a search that opened the
     index itself): then no owner is started, the search waits for that process as it always has."""
-    from coderag.paths import LOCK_NAME
+    from coderag.base.paths import LOCK_NAME
 
     try:
         fd = os.open(index_dir / LOCK_NAME, os.O_RDONLY)
@@ -65,7 +65,7 @@ def owner_for_search(root: Path, idle_exit_s: float, wait: float, config: Option
     none could be reached (the index is held by a process that does not serve, or the owner did not
     start): the caller then opens the index itself, as with --no-daemon."""
     from coderag.client import owner_client
-    from coderag.paths import index_dir
+    from coderag.base.paths import index_dir
 
     client = owner_client(root)
     if client is not None or _index_held(index_dir(root)):
@@ -120,7 +120,7 @@ def owner_pid(root: Path) -> Optional[int]:
     a request to it: asking would count as use and put off its idle exit."""
     import json
 
-    from coderag.paths import index_dir
+    from coderag.base.paths import index_dir
 
     try:
         pid = int(json.loads((index_dir(root) / OWNER_FILE).read_text("utf-8"))["pid"])

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from coderag.agent_text import find_surrogate
+from coderag.base.agent_text import find_surrogate
 
 
 def arguments_model(fn: Callable) -> type[BaseModel]:

@@ -11,9 +11,9 @@ from mcp.server.mcpserver import Context, MCPServer  # this module is only impor
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
-from coderag.errors import CodeRagError, error_text
+from coderag.base.errors import CodeRagError, error_text
 from coderag.mcp_args import ArgumentCheck
-from coderag.paths import LOG_NAME, index_dir
+from coderag.base.paths import LOG_NAME, index_dir
 from coderag.pipelines.search_options import MAX_TOKENS_LIMIT, MIN_TOKENS
 
 log = logging.getLogger("coderag.mcp")
@@ -76,7 +76,7 @@ async def _lifespan(server, root: Path, settings, wait: Optional[float] = None,
 def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] = None,
                  tune_gc: bool = False, config_path=None) -> MCPServer:
     """The MCPServer with its three tools, bound to the index of `root`. `wait`: seconds its first
-    connection waits for another process that holds the index (default coderag.lock.DEFAULT_WAIT_S).
+    connection waits for another process that holds the index (default coderag.base.lock.DEFAULT_WAIT_S).
     `tune_gc`: the process is `coderag mcp` itself, so an owner it becomes tunes the process's GC
     (coderag/service.py tune_gc_for_serving); an in-process server leaves its host's collector alone.
     `config_path`: the `--config` file `settings` came from, which an owner reads again when it changes.

@@ -30,7 +30,7 @@ from mcp.types import (INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, CallToolRes
                        JSONRPCNotification, JSONRPCResponse, TextContent, jsonrpc_message_adapter)
 from pydantic import ValidationError
 
-from coderag.agent_text import find_surrogate
+from coderag.base.agent_text import find_surrogate
 
 log = logging.getLogger("coderag.mcp")
 EXAMPLE_REQUEST = ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", '

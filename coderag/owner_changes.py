@@ -15,8 +15,8 @@ import threading
 import time
 from typing import Optional
 
-from coderag.errors import ConfigError, IndexLockedError
-from coderag.paths import private_umask
+from coderag.base.errors import ConfigError, IndexLockedError
+from coderag.base.paths import private_umask
 
 log = logging.getLogger("coderag.service")
 

@@ -4,7 +4,7 @@ watches the tree, and answers thin clients on a Unix socket in the index folder.
 Beside it, nothing is refused (coderag/owner_changes.py): `coderag index` (and `--rebuild`) has the owner do
 the work; an edit of the settings file is applied: retrieval settings to the next search, a model or
 chunking change by building the index again in the background; and the background owner a search
-started hands the index over to a process that opens it (coderag/handover.py)."""
+started hands the index over to a process that opens it (coderag/base/handover.py)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Optional
 
-from coderag.config import Settings, StoreMode, load_settings
-from coderag.errors import IndexLockedError
-from coderag.handover import HAND_OVER
+from coderag.base.config import Settings, StoreMode, load_settings
+from coderag.base.errors import IndexLockedError
+from coderag.base.handover import HAND_OVER
 from coderag.owner_changes import BUILDING, OwnerChanges  # noqa: F401 (BUILDING: public here)
-from coderag.paths import LOCK_NAME, LOG_NAME, ensure_index_dir, private_umask
+from coderag.base.paths import LOCK_NAME, LOG_NAME, ensure_index_dir, private_umask
 from coderag.socket_server import SOCKET_NAME, bind, socket_path_for  # noqa: F401 (SOCKET_NAME: public here)
 
 log = logging.getLogger("coderag.service")
@@ -113,7 +113,7 @@ class IndexService(OwnerChanges):
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> "IndexService":
-        from coderag.lock import WriterLock
+        from coderag.base.lock import WriterLock
         from coderag.pipelines.code_index import CodeIndex  # LlamaIndex: imported before the lock is taken
         from coderag.pipelines.index_repository import start_over_if_stale
 

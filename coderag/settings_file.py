@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from coderag.config import CONFIG_ENV, CONFIG_FILE_NAME, Settings, load_settings
+from coderag.base.config import CONFIG_ENV, CONFIG_FILE_NAME, Settings, load_settings
 
 
 class SettingsFile:

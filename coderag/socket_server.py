@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from coderag.errors import CodeRagError, error_text
+from coderag.base.errors import CodeRagError, error_text
 
 log = logging.getLogger("coderag.service")
 

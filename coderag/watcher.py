@@ -18,7 +18,8 @@ import threading
 import time
 from typing import Callable, Optional
 
-from coderag.nodes.ignore import INDEX_DIR_NAME, IgnoreMatcher
+from coderag.base.paths import INDEX_DIR_NAME
+from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.safe_path import INDEX_FOLDER, OUTSIDE, RepoFiles, is_decodable
 
 log = logging.getLogger("coderag.watcher")

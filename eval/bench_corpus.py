@@ -51,7 +51,7 @@ SOURCES = (
 
 
 def bench_dir() -> Path:
-    from coderag.paths import cache_dir
+    from coderag.base.paths import cache_dir
 
     return cache_dir("bench", "query")
 
@@ -147,7 +147,7 @@ def local_corpus(folder: Path) -> tuple[Path, list[str]]:
         raise SystemExit(f"--corpus {folder}: not a folder. Pass a source tree to index, e.g. --corpus src/")
     digest = hashlib.sha1(str(folder).encode()).hexdigest()[:8]
     target = bench_dir() / f"local-{folder.name}-{digest}" / folder.name
-    from coderag.nodes.ignore import INDEX_DIR_NAME
+    from coderag.base.paths import INDEX_DIR_NAME
 
     target.mkdir(parents=True, exist_ok=True)
     for old in target.iterdir():  # follow the folder as it is now
@@ -170,7 +170,7 @@ def corpus_root(corpus: Path, head_dense: int, keys: list[str]) -> Path:
             return target
     except OSError:
         pass
-    from coderag.nodes.ignore import INDEX_DIR_NAME
+    from coderag.base.paths import INDEX_DIR_NAME
 
     target.mkdir(exist_ok=True)
     stamp.parent.mkdir(exist_ok=True)
@@ -256,8 +256,8 @@ def current_rss_mb(pid: Optional[int] = None) -> float:
 
 def build(root: Path, fake_dense: bool, head_dense: int, keys: list[str]) -> None:
     """Index `root` with the default settings through `CodeIndex.refresh`; print one JSON line."""
-    from coderag.config import Settings
-    from coderag.nodes.ignore import INDEX_DIR_NAME
+    from coderag.base.config import Settings
+    from coderag.base.paths import INDEX_DIR_NAME
     from coderag.pipelines.code_index import CodeIndex
     from coderag.pipelines.migrations import upgrade_index
 
@@ -304,7 +304,7 @@ def ensure_index(root: Path, fake_dense: bool, head_dense: int, keys: list[str],
                  log: Callable[[str], None]) -> Optional[dict]:
     """Build the index in a child process (`build_cmd`) unless a complete one with the same options is
     there; returns the build's summary, or None when the index was there."""
-    from coderag.nodes.ignore import INDEX_DIR_NAME
+    from coderag.base.paths import INDEX_DIR_NAME
 
     idx = root / INDEX_DIR_NAME
     want = marker_of(fake_dense, head_dense, keys)

@@ -2,7 +2,7 @@
 of files (source, tests, docs, examples) is dense.
 
 Not a test: it prints numbers. A copy of `--repo` (without its .coderag folder) is made under
-coderag.paths.cache_dir("bench", "first-index"); `coderag serve` is started on it in a child process, as an
+coderag.base.paths.cache_dir("bench", "first-index"); `coderag serve` is started on it in a child process, as an
 agent's first `search_code` would start it; this process then asks the owner, over its socket, every `--poll`
 seconds:
 
@@ -39,7 +39,7 @@ def _vm_hwm_mb(pid: int) -> float:
 
 
 def _copy(repo: Path) -> Path:
-    from coderag.paths import cache_dir
+    from coderag.base.paths import cache_dir
 
     dest = cache_dir("bench", "first-index", repo.name)
     shutil.rmtree(dest, ignore_errors=True)

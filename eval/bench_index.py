@@ -58,7 +58,7 @@ def peak_rss_mb() -> float:
 
 def _copy_corpus(src: Path, dst: Path, max_files: int | None) -> int:
     """Copy the corpus (all of it, or its first `max_files` files in path order), never an index built in it."""
-    from coderag.nodes.ignore import INDEX_DIR_NAME
+    from coderag.base.paths import INDEX_DIR_NAME
 
     if max_files is None:
         shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(INDEX_DIR_NAME))
@@ -79,7 +79,7 @@ def _embedded_texts(root: Path, model_id: str) -> tuple[list[str], int]:
     from llama_index.core.schema import MetadataMode
 
     from coderag.nodes.embedding import cache_key
-    from coderag.paths import DB_NAME
+    from coderag.base.paths import DB_NAME
     from coderag.pipelines.stores import open_docstore
     from coderag.store.state import IndexState
 
@@ -156,7 +156,7 @@ def run(corpus: str, max_files: int | None, n_synth: int | None, batch_size: int
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from coderag.config import Settings
+    from coderag.base.config import Settings
     from coderag.eval.corpora import CORPORA, fetch
     import numpy as np
 

@@ -72,7 +72,7 @@ QUERIES = [
 
 
 def cache_root() -> Path:
-    from coderag.paths import cache_dir
+    from coderag.base.paths import cache_dir
 
     return cache_dir("bench")
 
@@ -113,7 +113,7 @@ def prepare_corpus() -> Path:
 
 
 def index_counts(root: Path) -> dict:
-    from coderag.paths import DB_NAME, index_dir
+    from coderag.base.paths import DB_NAME, index_dir
     from coderag.store.state import IndexState
 
     db = index_dir(root) / DB_NAME

@@ -251,7 +251,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"# {msg}", file=sys.stderr, flush=True)
 
     if args.index_root:
-        from coderag.nodes.ignore import INDEX_DIR_NAME
+        from coderag.base.paths import INDEX_DIR_NAME
 
         root, built = Path(args.index_root).expanduser().resolve(), None
         if not (root / INDEX_DIR_NAME).is_dir():
@@ -285,7 +285,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     cold = cold_runs(root, COLD_QUERIES[:args.cold])
 
-    from coderag.config import Settings
+    from coderag.base.config import Settings
     from coderag.pipelines.code_index import CodeIndex
 
     t0 = time.perf_counter()

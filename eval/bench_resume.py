@@ -2,7 +2,7 @@
 
 Not a test: it prints numbers. The corpus (``--corpus PATH``; default: Django 5.1.4's ``tests/`` folder of
 eval/bench_query.py's corpus, ``<cache>/bench/query/corpus/django-5.1.4/tests``, ~2,450 files) is copied
-as hard links into fresh folders under ``<cache>/bench/resume`` (``coderag.paths.cache_dir``), never into
+as hard links into fresh folders under ``<cache>/bench/resume`` (``coderag.base.paths.cache_dir``), never into
 the repository. Each build is a child process doing what the owner's first pass does:
 ``CodeIndex.open(root)`` then ``index.refresh(progress=..., dense=False)`` (BM25 only, no model); with
 ``--dense``, what ``coderag index`` does: ``refresh(dense=True)``, every chunk embedded by the real model.
@@ -163,7 +163,7 @@ def _child(mode: str, root: Path, log: Path, kill_at: float | None = None, delay
 # -- corpus copies ---------------------------------------------------------------------------------
 def corpus_files(src: Path, limit: int | None) -> list[str]:
     """Relative paths of the corpus's files in path order (its first `limit`), no index or .git inside."""
-    from coderag.nodes.ignore import INDEX_DIR_NAME
+    from coderag.base.paths import INDEX_DIR_NAME
 
     rels = []
     for dirpath, dirnames, filenames in os.walk(src):
@@ -290,7 +290,7 @@ def _short(s: str, n: int = 240) -> str:
 
 def killed_state(root: Path) -> str:
     """What a kill left in the SQLite state: files committed and files in flight (read-only, stdlib)."""
-    from coderag.paths import DB_NAME, index_dir
+    from coderag.base.paths import DB_NAME, index_dir
     from coderag.store.state import IndexState
 
     db = index_dir(root) / DB_NAME
@@ -305,13 +305,13 @@ def killed_state(root: Path) -> str:
 
 # -- the benchmark -------------------------------------------------------------------------------------
 def default_corpus() -> Path:
-    from coderag.paths import cache_dir
+    from coderag.base.paths import cache_dir
 
     return cache_dir("bench", "query", "corpus", "django-5.1.4", "tests")
 
 
 def run(corpus: Path, limit: int | None, keep: bool, searches: int, dense: bool = False) -> int:
-    from coderag.paths import cache_dir
+    from coderag.base.paths import cache_dir
 
     corpus = corpus.expanduser().resolve()
     if not corpus.is_dir():

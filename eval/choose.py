@@ -42,7 +42,7 @@ def parse_grid(specs: Sequence[str]) -> list[Point]:
 
 def hits_of(records: list[dict[str, Any]], point: Point) -> dict[str, tuple[float, float]]:
     """Each query's (R@1, MRR@10) under the settings of `point`, replayed over its dumped legs."""
-    from coderag.config import Settings
+    from coderag.base.config import Settings
     from coderag.eval.legs import gold_spans, replay
     from coderag.eval.metrics import score_ranking
     from coderag.eval.runner import apply_overrides, parse_overrides

@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--without-file-classes", action="store_true",
                     help="read the tree as coderag did before secrets and data files were left out (issue 16)")
     args = ap.parse_args(argv)
-    from coderag.config import load_settings
+    from coderag.base.config import load_settings
 
     if args.without_file_classes:
         _without_file_classes()

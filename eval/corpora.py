@@ -175,7 +175,7 @@ CORPORA: dict[str, Corpus] = {
 
 def cache_dir() -> Path:
     """Where corpora are downloaded and extracted (never inside the repository)."""
-    from coderag.paths import cache_dir as coderag_cache
+    from coderag.base.paths import cache_dir as coderag_cache
 
     return coderag_cache("corpora")
 

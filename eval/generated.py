@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 from typing import Callable, Iterator, Sequence, TypeVar
 
-from coderag.config import load_settings
+from coderag.base.config import load_settings
 from coderag.eval.metrics import Result, Span, score_ranking
 from coderag.eval.runner import apply_overrides, parse_overrides
 from coderag.nodes.file_roles import TESTS, file_role

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from coderag.config import Settings
+from coderag.base.config import Settings
 
 __all__ = ["prepare_index"]
 
@@ -39,8 +39,8 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
     of the same repository, whose embedding caches are copied in first (the snapshots of one repository
     share most chunks: each is then embedded once, not once per snapshot). Returns what was done, for the
     run's meta."""
-    from coderag.lock import WriterLock
-    from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir
+    from coderag.base.lock import WriterLock
+    from coderag.base.paths import DB_NAME, LOCK_NAME, ensure_index_dir
     from coderag.pipelines.code_index import CodeIndex
     from coderag.pipelines.index_repository import start_over_if_stale
     from coderag.pipelines.ingestion import check_fingerprint, fingerprint

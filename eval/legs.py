@@ -35,7 +35,7 @@ _META = ("file_path", "start_line", "end_line", "symbol", "symbols", "kind", "la
 def dump(queries: Sequence, root_for: Any, depth: int = DEFAULT_DEPTH) -> Iterable[dict[str, Any]]:
     """One record per query: its labels and each leg's candidates (node id, score, metadata, text), best
     first, `depth` deep. `root_for(query)`: the indexed folder of the query's corpus or snapshot."""
-    from coderag.config import load_settings
+    from coderag.base.config import load_settings
     from coderag.eval.runner import apply_overrides
     from coderag.pipelines.code_index import CodeIndex
     from coderag.pipelines.search_options import SearchOptions
@@ -75,7 +75,7 @@ def replay(records: Iterable[dict[str, Any]], settings) -> list[tuple[dict[str, 
     """Each record with the fused ranking (top 10) that `settings` give over its dumped legs."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from coderag.nodes.query_reader import read_query
+    from coderag.queries.reader import read_query
     from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
 
     fusion, r = _fusion(settings), settings.retrieval
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"skipping {name}: {exc}", file=sys.stderr)
         print(f"wrote {a.out}", file=sys.stderr)
         return 0
-    from coderag.config import Settings
+    from coderag.base.config import Settings
     from coderag.eval.runner import apply_overrides, parse_overrides
 
     try:

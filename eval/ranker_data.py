@@ -143,8 +143,8 @@ def name_queries(root: Path, repo: str, split: str) -> list[dict[str, Any]]:
     "where is X defined"), gold its definition; "who calls X" / "where is X used", gold the chunks that use
     it; "where is X tested", gold the tests that use it. Names defined once in the snapshot, spread evenly."""
     from coderag.nodes.file_roles import TESTS, file_role
-    from coderag.nodes.query_names import is_code_name, uses_name
-    from coderag.nodes.symbols import bare_symbol, chunk_defines
+    from coderag.queries.names import is_code_name, uses_name
+    from coderag.queries.symbols import bare_symbol, chunk_defines
     from coderag.pipelines.code_index import CodeIndex
 
     sha = HISTORY_REPOS[repo][0]
@@ -199,7 +199,7 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
 
 def dump_repo(root: Path, queries: list[dict[str, Any]], out: Path, depth: int = DUMP_DEPTH) -> int:
     """Each query's legs, `depth` deep, and every node they name, in one gzipped JSON file; returns the count."""
-    from coderag.config import load_settings
+    from coderag.base.config import load_settings
     from coderag.eval.runner import apply_overrides
     from coderag.pipelines.code_index import CodeIndex
     from coderag.pipelines.search_options import SearchOptions

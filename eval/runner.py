@@ -103,7 +103,7 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
 
 def apply_overrides(settings, overrides: dict[str, Any]):
     """A copy of `settings` with `overrides` merged into its retrieval section, validated."""
-    from coderag.config import Settings
+    from coderag.base.config import Settings
 
     if not overrides:
         return settings
@@ -194,10 +194,10 @@ def run_eval(queries: Sequence, variants: Sequence[str] = VARIANTS, max_tokens: 
         overrides: retrieval settings to change for this run, e.g. {"dense_weight": 2.0}.
         wait: seconds to wait for an index that another process holds (an indexing run, an owner).
     """
-    from coderag.config import load_settings
+    from coderag.base.config import load_settings
     from coderag.eval.indexing import prepare_index
     from coderag.eval.snapshots import snapshot_name, snapshot_root
-    from coderag.nodes.ignore import INDEX_DIR_NAME
+    from coderag.base.paths import INDEX_DIR_NAME
 
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or not variants:

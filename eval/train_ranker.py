@@ -79,7 +79,7 @@ def query_rows(dump: dict[str, Any], settings) -> Iterable[QueryRows]:
 
     from coderag.eval.legs import _fusion
     from coderag.eval.runner import apply_overrides
-    from coderag.nodes.query_reader import read_query
+    from coderag.queries.reader import read_query
     from coderag.pipelines.features import candidate_features
     from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
 
@@ -261,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="model file (default: the package's, pipelines/ranker_model.json)")
     p.add_argument("--no-write", action="store_true", help="report only; leave the model file as it is")
     a = p.parse_args(argv)
-    from coderag.config import Settings
+    from coderag.base.config import Settings
     from coderag.pipelines.ranker import MODEL_PATH, save_model
 
     settings = Settings()

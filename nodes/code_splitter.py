@@ -223,7 +223,7 @@ class _FileSplit:
         """One leaf of several small siblings (blocks alternate with definitions, so a group holds at least
         one definition). Its symbol names what it defines: its first three definitions, and "..." if there
         are more. `symbols` lists them all, nested ones too, and the enclosing symbol if a block of it is
-        inside, so "where is X defined" still finds X (nodes/symbols.py)."""
+        inside, so "where is X defined" still finds X (coderag/queries/symbols.py)."""
         # Each name once: TypeScript overload signatures are definitions of one name.
         defined = list(dict.fromkeys(n for p in group if p.item is not None for n in _definitions(p.item, prefix, sep)))
         symbol = ", ".join(defined[:MERGED_SYMBOL_NAMES]) + (", ..." if len(defined) > MERGED_SYMBOL_NAMES else "")

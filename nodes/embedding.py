@@ -11,7 +11,7 @@ import numpy as np
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 
-from coderag.errors import ModelLoadError
+from coderag.base.errors import ModelLoadError
 from coderag.nodes.keys import DUPLICATE_OF_KEY, IS_LEAF_KEY
 
 DEFAULT_BATCH_SIZE = 16

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import pathspec
 
+from coderag.base.paths import INDEX_DIR_NAME
 from coderag.nodes.file_classes import DATA, SECRET, data_name, secret_name
 
 if TYPE_CHECKING:  # scan.py imports this module
@@ -16,7 +17,6 @@ if TYPE_CHECKING:  # scan.py imports this module
 
 log = logging.getLogger(__name__)
 
-INDEX_DIR_NAME = ".coderag"
 CODERAG_IGNORE_NAME = ".coderagignore"
 IGNORE_FILE_NAMES = (".gitignore", CODERAG_IGNORE_NAME)
 

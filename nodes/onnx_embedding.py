@@ -35,7 +35,7 @@ OPSET = 17
 
 
 def cache_root() -> Path:
-    from coderag.paths import cache_dir
+    from coderag.base.paths import cache_dir
 
     return cache_dir("onnx")
 

@@ -49,7 +49,8 @@ import stat as stat_mod
 from pathlib import Path
 from typing import BinaryIO, Optional
 
-from coderag.nodes.ignore import INDEX_DIR_NAME, IgnoreMatcher
+from coderag.base.paths import INDEX_DIR_NAME
+from coderag.nodes.ignore import IgnoreMatcher
 
 OUTSIDE = "outside the repository"
 INDEX_FOLDER = "index folder"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coderag.errors import ModelLoadError
+from coderag.base.errors import ModelLoadError
 
 
 class TokenCounter:

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from coderag.config import Settings, StoreMode, load_settings
-from coderag.errors import IndexMissingError
-from coderag.lock import WriterLock
-from coderag.paths import DB_NAME, LOCK_NAME, ensure_index_dir, find_root, index_dir, private_umask
+from coderag.base.config import Settings, StoreMode, load_settings
+from coderag.base.errors import IndexMissingError
+from coderag.base.lock import WriterLock
+from coderag.base.paths import DB_NAME, LOCK_NAME, ensure_index_dir, find_root, index_dir, private_umask
 from coderag.pipelines.search_options import SearchOptions
 from coderag.postprocessors.payload import SearchResults
 from coderag.store.state import SEARCHABLE, FileRecord, IndexState
@@ -20,8 +20,8 @@ def take_writer_lock(idx: Path, wait: float) -> WriterLock:
     """The writer lock of index folder `idx`, for a process that opens the index itself (a notebook, a
     one-shot command): taken at once when free; else the background owner that holds it is asked to hand
     it over, and the lock is awaited while it finishes; else waited for up to `wait` seconds."""
-    from coderag.errors import IndexLockedError
-    from coderag.handover import HANDOVER_WAIT_S, ask_owner_to_hand_over
+    from coderag.base.errors import IndexLockedError
+    from coderag.base.handover import HANDOVER_WAIT_S, ask_owner_to_hand_over
 
     lock = WriterLock(idx / LOCK_NAME)
     try:
@@ -84,7 +84,7 @@ class CodeIndex:
         index is created, to be filled by `refresh()`. `lock`: the index's writer lock, already taken by the
         caller (the owner takes it before it opens its socket); released on failure and by close().
 
-        The background owner a `coderag search` started hands the index over and exits (coderag/handover.py);
+        The background owner a `coderag search` started hands the index over and exits (coderag/base/handover.py);
         an owner run in the foreground (`coderag mcp`, `coderag serve`) keeps it, and the error says so.
         `wait`: seconds to wait for another process that is writing the index.
         """
@@ -311,7 +311,7 @@ class CodeIndex:
         document model is let go first: the optimizer's peak comes on top of what the process holds."""
         import gc
 
-        from coderag.heap import trim_heap
+        from coderag.base.heap import trim_heap
 
         optimize = getattr(self.vector_store, "optimize", None)
         if optimize is None:
@@ -362,7 +362,7 @@ class CodeIndex:
         """Search with `settings` from the next search on (an owner whose settings file changed): the query
         pipeline is built again with them, and the query model loaded again if its precision changed. Only
         settings that leave the indexed chunks as they are: a model or chunking change needs a rebuild."""
-        from coderag.errors import ConfigError
+        from coderag.base.errors import ConfigError
         from coderag.pipelines.ingestion import fingerprint
 
         if fingerprint(settings) != fingerprint(self.settings):

@@ -31,9 +31,9 @@ from llama_index.core.schema import NodeWithScore
 from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, EXAMPLES, TESTS, file_role, role_asked_for
 from coderag.nodes.keys import END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, START_LINE_KEY, SYMBOL_KEY
 from coderag.nodes.lexical import STOP_WORDS, code_terms, is_pasted_error
-from coderag.nodes.literals import message_coverage
-from coderag.nodes.query_names import is_code_name, uses_name
-from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, chunk_symbols
+from coderag.queries.literals import message_coverage
+from coderag.queries.names import is_code_name, uses_name
+from coderag.queries.symbols import assigns_at_top_level, chunk_defines, chunk_symbols
 from coderag.pipelines.search_request import BM25, DENSE, NAMED, SearchRequest
 
 LEGS = (DENSE, BM25, NAMED)

@@ -16,10 +16,10 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from coderag.nodes.file_roles import DOCS, TESTS, file_role, role_asked_for
 from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY
-from coderag.nodes.literals import message_coverage
+from coderag.queries.literals import message_coverage
 from coderag.nodes.lexical import is_pasted_error
-from coderag.nodes.query_names import uses_name
-from coderag.nodes.symbols import defines_symbol
+from coderag.queries.names import uses_name
+from coderag.queries.symbols import defines_symbol
 from coderag.pipelines.features import (NON_CODE_LANGUAGES, defines_name, is_report_noise, is_unnamed_window,
                                         phrase_of, query_phrase)
 from coderag.pipelines.ranker import LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from coderag.config import Settings, load_settings
-from coderag.paths import DB_NAME, ensure_index_dir
+from coderag.base.config import Settings, load_settings
+from coderag.base.paths import DB_NAME, ensure_index_dir
 from coderag.pipelines.code_index import CodeIndex, take_writer_lock
 from coderag.store.state import IndexState
 
@@ -27,7 +27,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         >>> s.indexed, s.unchanged, s.removed, s.chunks     # doctest: +SKIP
         (42, 0, 0, 311)
     """
-    from coderag.errors import ConfigError
+    from coderag.base.errors import ConfigError
     from coderag.store.previous_cache import forget, set_aside
     from coderag.pipelines.changes import detect_changes
     from coderag.pipelines.ingestion import IndexSummary, check_fingerprint, fingerprint
@@ -40,7 +40,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         raise ConfigError(f"{root} is not a folder. Pass the repository to index: coderag index PATH")
     settings = settings or load_settings(root)
     idx = ensure_index_dir(root)
-    lock = take_writer_lock(idx, wait)  # a background owner hands the index over (coderag/handover.py)
+    lock = take_writer_lock(idx, wait)  # a background owner hands the index over (coderag/base/handover.py)
     try:
         if rebuild:
             set_aside(idx)  # its embedding cache serves the rebuild: unchanged chunks are not embedded again

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from coderag.config import Settings, StoreMode
+from coderag.base.config import Settings, StoreMode
 from coderag.nodes.file_classes import DATA, SECRET
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.ignore import IgnoreMatcher

@@ -16,7 +16,7 @@ from coderag.postprocessors.payload import (NO_RESULTS_HINTS, SearchResult, Sear
 from coderag.postprocessors.token_budget import FULL_END_LINE_KEY, TRUNCATED_KEY
 
 if TYPE_CHECKING:
-    from coderag.config import Settings
+    from coderag.base.config import Settings
     from coderag.pipelines.freshness import FileChecker
     from coderag.pipelines.retriever_graph import RetrieverGraph
     from coderag.postprocessors.tokenizer import PayloadTokenizer

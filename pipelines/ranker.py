@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, List, Sequence
 
-from coderag.errors import CodeRagError
+from coderag.base.errors import CodeRagError
 from coderag.pipelines.features import FEATURES
 
 MODEL_PATH = Path(__file__).resolve().parent / "ranker_model.json"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from coderag.globs import FilePattern
+from coderag.base.globs import FilePattern
 from coderag.nodes.keys import FILE_PATH_KEY
-from coderag.nodes.query_reader import read_query
+from coderag.queries.reader import read_query
 from coderag.pipelines.search_options import RetrieverMode, SearchOptions
 from coderag.pipelines.search_request import BM25, DENSE, NAMED, SearchRequest
 
@@ -96,7 +96,7 @@ class RetrieverGraph:
 def named_files(indexed: list[str], reading, file_pattern: Optional[str]) -> list[str]:
     """Indexed files that a long query names (traceback frames first, then paths and dotted modules),
     within the request's file_pattern; at most MAX_NAMED_FILES."""
-    from coderag.nodes.query_reader import as_paths, path_matches
+    from coderag.queries.reader import as_paths, path_matches
 
     names = list(dict.fromkeys([f.path for f in reversed(reading.frames)] + reading.paths))
     if not names:

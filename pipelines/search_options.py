@@ -7,12 +7,12 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from coderag.agent_text import surrogate_problem
-from coderag.globs import FilePattern
+from coderag.base.agent_text import surrogate_problem
+from coderag.base.globs import FilePattern
 
 MAX_TOKENS_LIMIT = 20_000
 MIN_TOKENS = 50
-# What of a query is searched. Reading (nodes/query_reader.py) and BM25 grow with the text: a 1 MB query took
+# What of a query is searched. Reading (coderag/queries/reader.py) and BM25 grow with the text: a 1 MB query took
 # seconds, for nothing, since the dense leg sees ~256 tokens and BM25 a bag of terms. 20,000 characters hold a bug
 # report with its whole traceback; the rest is cut, and the payload says so.
 QUERY_SEARCH_CHARS = 20_000

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 from llama_index.core.schema import QueryBundle
 
-from coderag.nodes.query_names import NameQuestion, read_names
+from coderag.queries.names import NameQuestion, read_names
 
 DENSE, BM25, NAMED = "dense", "bm25", "named"  # the legs: dense, BM25, BM25 within the files a report names
 ALL_LEGS = (DENSE, BM25, NAMED)
@@ -29,7 +29,7 @@ class SearchRequest(QueryBundle):
     named_filters: Any = None  # `filters` narrowed to the files a long query names, or None
     keywords: list = field(default_factory=list)  # boosted (BM25 terms, fusion), or required when exact
     exact_keywords: list = field(default_factory=list)  # every chunk must contain each of them
-    reading: Any = None  # the QueryReading of a long query (nodes/query_reader.py), None for a short one
+    reading: Any = None  # the QueryReading of a long query (coderag/queries/reader.py), None for a short one
     top_k: Optional[int] = None  # fused candidates (None: the index's setting)
     timings: dict = field(default_factory=dict)  # stage -> ms, filled by the components
     while_embedding: Optional[Callable[[list], None]] = None  # work done while a helper embeds the query
@@ -48,7 +48,7 @@ class SearchRequest(QueryBundle):
 
     @cached_property
     def names(self) -> NameQuestion:
-        """What the query asks of the names it spells (nodes/query_names.py), read once per request."""
+        """What the query asks of the names it spells (coderag/queries/names.py), read once per request."""
         return read_names(self.query_str)
 
 

@@ -6,9 +6,9 @@ import hashlib
 import os
 from pathlib import Path
 
-from coderag.config import Settings, StoreMode
-from coderag.errors import ConfigError
-from coderag.paths import SHARD_NAME, index_dir
+from coderag.base.config import Settings, StoreMode
+from coderag.base.errors import ConfigError
+from coderag.base.paths import SHARD_NAME, index_dir
 
 DEFAULT_DIM = 384
 

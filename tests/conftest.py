@@ -143,7 +143,7 @@ def coderag_cache(tmp_path_factory: pytest.TempPathFactory):
     importing torch (~7 s a process) or exporting again."""
     from filelock import FileLock
 
-    from coderag.config import Settings
+    from coderag.base.config import Settings
     from coderag.nodes.onnx_embedding import export_onnx, onnx_path, quantize_onnx
 
     # Under pytest-xdist every worker has its own basetemp below one shared folder: the workers share the

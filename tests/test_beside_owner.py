@@ -145,7 +145,7 @@ def test_code_index_open_beside_a_foreground_owner_says_what_to_do(repo: Path) -
     a flag of the CLI, and not after waiting)."""
     from coderag import CodeIndex
     from coderag.client import connect
-    from coderag.errors import IndexLockedError
+    from coderag.base.errors import IndexLockedError
 
     serve = subprocess.Popen([CODERAG, "serve", "--root", str(repo)], stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, env=server_env())

@@ -16,7 +16,7 @@ import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from conftest import write_files
-from coderag.config import Settings
+from coderag.base.config import Settings
 from coderag.postprocessors.candidates import (CandidatePostprocessor, fit, is_flat, lines_check,
                                                pack_with_candidates, signature_line, to_candidate)
 from coderag.postprocessors.payload import (Candidate, SearchResults, render_json, render_text, render_xml,

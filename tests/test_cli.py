@@ -149,7 +149,7 @@ def test_cli_status_says_when_the_settings_differ_from_the_index(runner: CliRunn
 def test_cli_index_rebuilds_an_index_of_other_settings(runner: CliRunner, tiny_repo: Path, tmp_path: Path) -> None:
     """A changed chunking setting (or a coderag upgrade with a new splitter): `coderag index` builds the index
     again and says so, as an owner does, instead of refusing until `--rebuild` is typed."""
-    from coderag.paths import DB_NAME, index_dir
+    from coderag.base.paths import DB_NAME, index_dir
 
     assert runner.invoke(main, ["index", str(tiny_repo)]).exit_code == 0
     cfg = tmp_path / "qdrant.yaml"

@@ -11,8 +11,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from coderag.lock import WriterLock
-from coderag.paths import LOCK_NAME, ensure_index_dir
+from coderag.base.lock import WriterLock
+from coderag.base.paths import LOCK_NAME, ensure_index_dir
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ async def test_mcp_wait_reaches_the_connection_made_later(tiny_repo: Path) -> No
     """`coderag mcp --wait 0.5`: while another process holds the index, a tool call fails after about half a
     second with the holder and the next step (the default wait is 60 s)."""
     import coderag.client
-    from coderag.lock import DEFAULT_WAIT_S
+    from coderag.base.lock import DEFAULT_WAIT_S
     from coderag.mcp_server import build_server
 
     lock = WriterLock(ensure_index_dir(tiny_repo) / LOCK_NAME).acquire()

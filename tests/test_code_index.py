@@ -12,8 +12,8 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore
 
 from conftest import write_files
-from coderag.config import Settings
-from coderag.errors import IndexLockedError, IndexMissingError
+from coderag.base.config import Settings
+from coderag.base.errors import IndexLockedError, IndexMissingError
 from test_query import RETRIEVAL_FILES, assert_exact, file_lines
 
 INDEX_FILES = {
@@ -114,7 +114,7 @@ def test_code_index_second_handle_is_refused_while_one_is_open(index, repo: Path
 
 
 def test_code_index_opens_from_a_subfolder(index, repo: Path) -> None:
-    from coderag.paths import find_root
+    from coderag.base.paths import find_root
 
     assert find_root(repo / "src" / "auth") == repo
 

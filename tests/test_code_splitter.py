@@ -18,7 +18,7 @@ from coderag.nodes.ignore import IgnoreMatcher  # noqa: E402
 from coderag.nodes.languages import detect_language  # noqa: E402
 from coderag.nodes.reader import make_document  # noqa: E402
 from coderag.nodes.scan import SkipLog, read_text_file, walk  # noqa: E402
-from coderag.nodes.symbols import chunk_defines, chunk_symbols  # noqa: E402
+from coderag.queries.symbols import chunk_defines, chunk_symbols  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -1033,7 +1033,7 @@ def test_code_splitter_merged_definition_keeps_doc_comment_and_decorators(lang, 
 def test_code_splitter_floor_above_ceiling_is_refused(tokenizer_path) -> None:
     from pydantic import ValidationError
 
-    from coderag.config import ChunkingSettings
+    from coderag.base.config import ChunkingSettings
 
     with pytest.raises(ValueError, match="min_tokens"):
         CodeHierarchySplitter(tokenizer_path=tokenizer_path, max_tokens=40, min_tokens=41)
@@ -1045,7 +1045,7 @@ def test_code_splitter_floor_above_ceiling_is_refused(tokenizer_path) -> None:
 
 def test_code_splitter_floor_is_in_the_index_fingerprint() -> None:
     """An index chunked with another floor must ask for --rebuild."""
-    from coderag.config import Settings
+    from coderag.base.config import Settings
     from coderag.pipelines.ingestion import fingerprint
 
     base = fingerprint(Settings())

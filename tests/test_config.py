@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from coderag.config import Settings, load_settings
-from coderag.errors import ConfigError
+from coderag.base.config import Settings, load_settings
+from coderag.base.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -42,8 +42,8 @@ def indexed_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_no_owner_is_started_while_another_process_holds_the_index(
         indexed_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A `coderag index` at work (here: its lock): the search waits for it as before, and starts nothing."""
-    from coderag.lock import WriterLock
-    from coderag.paths import LOCK_NAME
+    from coderag.base.lock import WriterLock
+    from coderag.base.paths import LOCK_NAME
 
     monkeypatch.delenv(NO_DAEMON_ENV, raising=False)
     lock = WriterLock(indexed_repo / ".coderag" / LOCK_NAME).acquire()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_FILES, write_files
-from coderag.config import Settings
+from coderag.base.config import Settings
 
 QUERIES = ["where is the retry after a failed login", "getUserById", "round the sales tax to whole cents"]
 

@@ -24,7 +24,7 @@ def test_embedding_device_auto_is_the_cpu_without_a_gpu_and_cuda_says_what_to_do
     import pytest
     import torch
 
-    from coderag.errors import ModelLoadError
+    from coderag.base.errors import ModelLoadError
     from coderag.nodes.embedding import resolve_device
 
     assert resolve_device("cpu") == "cpu"

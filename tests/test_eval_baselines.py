@@ -53,7 +53,7 @@ def test_pack_keeps_what_fits_in_order():
 
 
 def test_bm25_only_index_then_a_dense_run_densifies_it(tmp_path: Path):
-    from coderag.config import load_settings
+    from coderag.base.config import load_settings
     from coderag.eval.indexing import prepare_index
     from coderag.pipelines.code_index import CodeIndex
 
@@ -77,10 +77,10 @@ def test_bm25_only_index_then_a_dense_run_densifies_it(tmp_path: Path):
 
 
 def test_an_index_of_other_chunking_is_rebuilt_or_refused(tmp_path: Path):
-    from coderag.config import load_settings
-    from coderag.errors import ConfigError
+    from coderag.base.config import load_settings
+    from coderag.base.errors import ConfigError
     from coderag.eval.indexing import prepare_index
-    from coderag.paths import DB_NAME, index_dir
+    from coderag.base.paths import DB_NAME, index_dir
     from coderag.store.state import IndexState
 
     root = write_files(tmp_path / "repo", TINY_FILES).resolve()
@@ -98,11 +98,11 @@ def test_an_index_of_other_chunking_is_rebuilt_or_refused(tmp_path: Path):
 
 
 def test_a_rebuild_for_other_chunking_embeds_no_chunk_it_had_already(tmp_path: Path):
-    from coderag.config import load_settings
+    from coderag.base.config import load_settings
     from coderag.eval.indexing import prepare_index
     from coderag.store.previous_cache import PREVIOUS_DB_NAME
     from coderag.pipelines.code_index import CodeIndex
-    from coderag.paths import DB_NAME, index_dir
+    from coderag.base.paths import DB_NAME, index_dir
     from coderag.store.state import IndexState
 
     root = write_files(tmp_path / "repo", TINY_FILES).resolve()
@@ -127,9 +127,9 @@ def test_a_snapshot_seeded_from_its_sibling_embeds_only_what_differs(tmp_path: P
     """Snapshots of one repository share most chunks: seeded with a built sibling's embedding cache, a
     snapshot embeds only the chunks of the files that differ, and its vectors are the ones it would have
     computed (a fresh build of the same tree finds the same answer)."""
-    from coderag.config import load_settings
+    from coderag.base.config import load_settings
     from coderag.eval.indexing import prepare_index
-    from coderag.paths import index_dir
+    from coderag.base.paths import index_dir
     from coderag.pipelines.code_index import CodeIndex
 
     first = write_files(tmp_path / "repo@1", TINY_FILES).resolve()

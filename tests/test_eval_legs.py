@@ -16,7 +16,7 @@ QUESTIONS = [("add sales tax to the sum of the line items", "src/billing/invoice
 
 @pytest.fixture(scope="module")
 def dumped(tmp_path_factory: pytest.TempPathFactory):
-    from coderag.config import load_settings
+    from coderag.base.config import load_settings
     from coderag.eval.datasets import Gold, Query
     from coderag.eval.indexing import prepare_index
     from coderag.eval.legs import dump
@@ -42,7 +42,7 @@ def test_legs_dump_holds_each_leg_best_first(dumped) -> None:
 
 def test_legs_replay_gives_the_hybrid_ranking(dumped) -> None:
     """Replayed with the index's own settings, the fusion ranks the dumped candidates as a search does."""
-    from coderag.config import Settings
+    from coderag.base.config import Settings
     from coderag.eval.legs import replay
     from coderag.pipelines.code_index import CodeIndex
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from coderag.config import Settings
-from coderag.errors import ConfigError
+from coderag.base.config import Settings
+from coderag.base.errors import ConfigError
 
 
 def _other_chunking() -> Settings:
@@ -33,7 +33,7 @@ def test_fingerprint_an_owner_rebuilds_an_index_of_other_chunking(tmp_path: Path
     every update while it serves the old chunks."""
     from conftest import TINY_FILES, write_files
     from coderag import index_repository
-    from coderag.paths import DB_NAME, index_dir
+    from coderag.base.paths import DB_NAME, index_dir
     from coderag.pipelines.index_repository import start_over_if_stale
     from coderag.pipelines.ingestion import fingerprint
     from coderag.service import IndexService

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from coderag.config import Settings
+from coderag.base.config import Settings
 from coderag.pipelines.fusion import is_unnamed_window
 from coderag.pipelines.retriever_graph import fusion_of
 from coderag.pipelines.retrievers import DenseRetriever, SparseRetriever
@@ -223,7 +223,7 @@ def test_fusion_scores_a_legs_clear_first_beats_a_chunk_both_legs_rank_in_the_mi
 def test_fusion_reports_and_queries_about_one_name_are_fused_on_ranks() -> None:
     """A question is fused on scores; a long report and a query about one name keep RRF, whose scale their
     boosts were set on (the name's definition or uses x2.5, a report's frames)."""
-    from coderag.nodes.query_reader import read_query
+    from coderag.queries.reader import read_query
 
     f = _fusion()
     assert f.mode_for(SearchRequest("reject NaN when a whole number is needed")) == "scores"

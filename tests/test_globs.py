@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coderag.globs import FilePattern
+from coderag.base.globs import FilePattern
 
 PATHS = [
     "README.md",

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_FILES, write_files
-from coderag.errors import IndexLockedError
-from coderag.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
+from coderag.base.errors import IndexLockedError
+from coderag.base.paths import DB_NAME, LOCK_NAME, SHARD_NAME, ensure_index_dir
 from coderag.store.state import IndexState
 
 CODERAG = str(Path(sys.executable).with_name("coderag"))
@@ -292,7 +292,7 @@ def test_ingestion_duplicate_gets_a_point_when_its_canonical_copy_is_deleted(tmp
 
 HOLD_LOCK = """
 import sys
-from coderag.lock import WriterLock
+from coderag.base.lock import WriterLock
 lock = WriterLock(sys.argv[1]).acquire()
 print("locked", flush=True)
 sys.stdin.readline()  # hold the lock until the test says so
@@ -409,7 +409,7 @@ def test_ingestion_docstore_keeps_no_vectors(repo: Path) -> None:
     """Vectors live in the store and the embedding cache; the docstore keeps hierarchy and text only."""
     import json
 
-    from coderag.paths import DB_NAME, index_dir
+    from coderag.base.paths import DB_NAME, index_dir
     from coderag.store.state import IndexState
 
     state = IndexState(index_dir(repo) / DB_NAME, readonly=True)

@@ -113,7 +113,7 @@ def test_segment_starts() -> None:
 
 
 def test_indexing_stores_counts_and_index_fills_what_is_missing(tiny_repo: Path) -> None:
-    from coderag.paths import DB_NAME, index_dir
+    from coderag.base.paths import DB_NAME, index_dir
     from coderag.pipelines.index_repository import index_repository
     from coderag.pipelines.migrations import fill_line_tokens
     from coderag.store.state import IndexState
@@ -165,7 +165,7 @@ def test_search_uses_counts_only_of_the_content_indexed(tiny_repo: Path) -> None
 
 
 def summary_files(root: Path) -> dict:
-    from coderag.paths import DB_NAME, index_dir
+    from coderag.base.paths import DB_NAME, index_dir
     from coderag.store.state import IndexState
 
     state = IndexState(index_dir(root) / DB_NAME, readonly=True)

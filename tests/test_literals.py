@@ -1,10 +1,10 @@
-"""Message templates in string literals, matched against a pasted message (nodes/literals.py)."""
+"""Message templates in string literals, matched against a pasted message (coderag/queries/literals.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from coderag.nodes.literals import message_coverage, message_pieces
+from coderag.queries.literals import message_coverage, message_pieces
 
 
 @pytest.mark.parametrize("literal, pieces", [

@@ -352,8 +352,8 @@ async def test_mcp_first_start_answers_from_bm25_while_the_dense_side_builds(tmp
 async def test_mcp_server_connects_at_once_while_another_process_holds_the_index(tmp_path: Path) -> None:
     """The server once opened the index before answering initialize: while `coderag index` held the index,
     a client's connection waited up to 30 s (Claude Code gives up after 30 s) and then the server died."""
-    from coderag.lock import WriterLock
-    from coderag.paths import LOCK_NAME, ensure_index_dir
+    from coderag.base.lock import WriterLock
+    from coderag.base.paths import LOCK_NAME, ensure_index_dir
 
     root = write_files(tmp_path / "locked", TINY_FILES)
     lock = WriterLock(ensure_index_dir(root) / LOCK_NAME).acquire()

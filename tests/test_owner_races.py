@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from coderag.cli import main
-from coderag.lock import WriterLock
-from coderag.paths import LOCK_NAME, ensure_index_dir
+from coderag.base.lock import WriterLock
+from coderag.base.paths import LOCK_NAME, ensure_index_dir
 from conftest import CODERAG, TINY_FILES, server_env, write_files
 
 TIMEOUT_S = 180

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import write_files
-from coderag.config import Settings
+from coderag.base.config import Settings
 from coderag.postprocessors.payload import (NO_RESULTS_HINTS, SearchResult, SearchResults, no_results_message,
                                             render_json, render_text, render_xml, shown_symbol)
 from test_query import RETRIEVAL_FILES, assert_exact

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from coderag.cli import main
-from coderag.paths import private_umask, tighten_index
+from coderag.base.paths import private_umask, tighten_index
 
 
 def modes(index: Path) -> dict[str, int]:

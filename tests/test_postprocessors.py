@@ -10,7 +10,7 @@ import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from conftest import write_files
-from coderag.config import Settings
+from coderag.base.config import Settings
 from coderag.postprocessors.lines import LineSource
 from coderag.postprocessors.merge_adjacent import MergeAdjacentPostprocessor
 from coderag.postprocessors.token_budget import TokenBudgetPostprocessor

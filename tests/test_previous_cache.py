@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_FILES, write_files
-from coderag.config import Settings
-from coderag.paths import DB_NAME, index_dir
+from coderag.base.config import Settings
+from coderag.base.paths import DB_NAME, index_dir
 from coderag.store.previous_cache import PREVIOUS_DB_NAME, forget, set_aside
 
 MARKER = "zebra_quartz_marker_7781"  # a word of one file's text, to look for in what a rebuild keeps

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import write_files
-from coderag.config import Settings
+from coderag.base.config import Settings
 from coderag.postprocessors.payload import NO_RESULTS_HINTS
 
 RETRIEVAL_FILES = {

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import write_files
-from coderag.config import Settings
+from coderag.base.config import Settings
 
 QUERIES = ["where is the retry after a failed login", "getUserById", "parse the http accept header",
            "round the sales tax to whole cents", "QuerySet.filter"]
@@ -118,7 +118,7 @@ def test_exports_say_their_source_and_unusable_ones_are_pruned(onnx_env, tmp_pat
     assert sorted(p.name for p in root.iterdir()) == sorted(["other", "legacy", model_key(model_dir)])
 
 
-QUANTIZE = ("from coderag.config import Settings\n"
+QUANTIZE = ("from coderag.base.config import Settings\n"
             "from coderag.nodes.onnx_embedding import quantize_onnx\n"
             "print(quantize_onnx(Settings().model_dir()))\n")
 

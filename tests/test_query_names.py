@@ -1,11 +1,11 @@
-"""What a query says about names (nodes/query_names.py): the name it asks about, and whether it asks for
+"""What a query says about names (coderag/queries/names.py): the name it asks about, and whether it asks for
 the name's definition or for its uses."""
 
 from __future__ import annotations
 
 import pytest
 
-from coderag.nodes.query_names import asks_for_definition, asks_for_usages, query_identifiers, uses_name
+from coderag.queries.names import asks_for_definition, asks_for_usages, query_identifiers, uses_name
 
 
 @pytest.mark.parametrize("query, definition, usages", [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coderag.nodes.query_reader import LONG_QUERY_WORDS, read_query, path_matches
+from coderag.queries.reader import LONG_QUERY_WORDS, read_query, path_matches
 
 REPORT = '''\
 [version 2.20.0] TypeError: 'NoneType' object is not subscriptable

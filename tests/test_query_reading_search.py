@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import write_files
-from coderag.config import Settings
+from coderag.base.config import Settings
 
 FILES = {
     "src/shop/cart.py": '''\

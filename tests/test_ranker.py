@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from coderag.config import Settings
+from coderag.base.config import Settings
 from coderag.pipelines.code_index import CodeIndex
 from coderag.pipelines.features import FEATURES
 from coderag.pipelines.index_repository import index_repository

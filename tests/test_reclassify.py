@@ -40,10 +40,10 @@ REMASKED = "src/shop/settings.py"  # source code: indexed again with the token m
 def upgraded(tmp_path_factory: pytest.TempPathFactory):
     """(root, summary of the first build without content rules, summary of the run that upgrades it)."""
     from coderag import index_repository
-    from coderag.config import Settings
+    from coderag.base.config import Settings
     from coderag.nodes import scan
     from coderag.nodes.file_text import DecodedText
-    from coderag.paths import DB_NAME, index_dir
+    from coderag.base.paths import DB_NAME, index_dir
     from coderag.pipelines.ingestion import FILE_CLASSES_KEY
     from coderag.store.state import IndexState
 
@@ -74,7 +74,7 @@ def test_reclassify_old_index_held_them(upgraded) -> None:
 
 def test_reclassify_upgrade_drops_secrets_and_data_once(upgraded) -> None:
     from coderag import CodeIndex
-    from coderag.config import Settings
+    from coderag.base.config import Settings
     from coderag.pipelines.migrations import PURGED_NOTE, REMASKED_NOTE
 
     root, _, new = upgraded
@@ -103,7 +103,7 @@ def test_reclassify_upgrade_drops_secrets_and_data_once(upgraded) -> None:
 
 def test_reclassify_runs_once_per_rules_version(upgraded) -> None:
     from coderag import index_repository
-    from coderag.config import Settings
+    from coderag.base.config import Settings
 
     root, _, _ = upgraded
     again = index_repository(root, settings=Settings())
@@ -116,10 +116,10 @@ def test_reclassify_files_skipped_under_older_rules_are_read_again(tmp_path: Pat
     with one bad byte (as "encoding"). The upgrade reads them again, once, and indexes them: the token
     masked, the byte replaced; they are not counted as re-masked, and the next run reads nothing."""
     from coderag import index_repository
-    from coderag.config import Settings
+    from coderag.base.config import Settings
     from coderag.nodes import scan
     from coderag.nodes.file_classes import SECRET, content_class, secret_content
-    from coderag.paths import DB_NAME, index_dir
+    from coderag.base.paths import DB_NAME, index_dir
     from coderag.pipelines.ingestion import FILE_CLASSES_KEY
     from coderag.store.state import IndexState
 

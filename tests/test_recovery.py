@@ -1,6 +1,6 @@
 """A run killed between writing a batch's vectors and committing its manifest leaves no ghost behind."""
 
-from coderag.paths import DB_NAME, SHARD_NAME, index_dir
+from coderag.base.paths import DB_NAME, SHARD_NAME, index_dir
 from coderag.pipelines.index_repository import index_repository
 from coderag.store.edge_vector_store import EdgeVectorStore
 from coderag.store.state import IndexState

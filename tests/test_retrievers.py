@@ -10,11 +10,11 @@ from llama_index.core.storage import StorageContext
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
 from conftest import write_files
-from coderag.config import Settings
+from coderag.base.config import Settings
 from coderag.pipelines.retriever_graph import RetrieverGraph
 from coderag.pipelines.search_request import SearchRequest
 from coderag.pipelines.search_options import SearchOptions
-from coderag.nodes.query_names import query_identifiers
+from coderag.queries.names import query_identifiers
 from coderag.pipelines.fusion import DEFAULT_RRF_K, defines, phrase_of, query_phrase
 from coderag.pipelines.retrievers import BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever, contains_all
 from test_query import RETRIEVAL_FILES

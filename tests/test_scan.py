@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import write_files
-from coderag.config import Settings
+from coderag.base.config import Settings
 from coderag.nodes.gitignore_filter import skip_reason
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file, walk
@@ -268,7 +268,7 @@ NOISE_SETTINGS = {"chunking": {"max_file_bytes": 5_500_000}}
 
 def test_scan_index_counts_every_skip_by_reason(tmp_path: Path) -> None:
     from coderag.pipelines.index_repository import index_repository
-    from coderag.paths import DB_NAME, SHARD_NAME
+    from coderag.base.paths import DB_NAME, SHARD_NAME
     from coderag.store.edge_vector_store import EdgeVectorStore
     from coderag.store.state import IndexState
 

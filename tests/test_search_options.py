@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from coderag.agent_text import find_surrogate, surrogate_problem
+from coderag.base.agent_text import find_surrogate, surrogate_problem
 from coderag.pipelines.search_options import QUERY_SEARCH_CHARS, SearchOptions
 
 

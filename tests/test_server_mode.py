@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from coderag.config import Settings, StoreSettings
-from coderag.errors import ConfigError
+from coderag.base.config import Settings, StoreSettings
+from coderag.base.errors import ConfigError
 
 SERVER_URL = os.environ.get("CODERAG_TEST_QDRANT_URL")
 requires_qdrant_server = pytest.mark.skipif(

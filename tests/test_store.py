@@ -141,7 +141,7 @@ def test_edge_store_add_query_delete(tmp_path: Path) -> None:
 
 
 def test_edge_store_reopens_and_a_held_shard_is_named(tmp_path: Path) -> None:
-    from coderag.errors import IndexLockedError
+    from coderag.base.errors import IndexLockedError
 
     store = EdgeVectorStore.open(tmp_path / "shard", dim=4)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coderag.nodes.symbols import assigns_at_top_level, chunk_defines, chunk_symbols
+from coderag.queries.symbols import assigns_at_top_level, chunk_defines, chunk_symbols
 
 MERGED = {"symbol": "LruCache.get, LruCache.put, LruCache.peek, ...",
           "symbols": ["LruCache", "LruCache.get", "LruCache.put", "LruCache.peek", "LruCache.clear"]}

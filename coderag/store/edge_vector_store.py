@@ -17,7 +17,7 @@ from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore, MetadataFilters, VectorStoreQuery, VectorStoreQueryMode, VectorStoreQueryResult,
 )
 
-from coderag.errors import ConfigError, IndexLockedError
+from coderag.base.errors import ConfigError, IndexLockedError
 from coderag.nodes.keys import DIRS_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, SYMBOL_KEY
 from coderag.nodes.lexical import CodeAnalyzer
 from coderag.store.edge_filters import edge_condition, to_edge_filter

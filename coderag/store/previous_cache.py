@@ -17,7 +17,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable
 
-from coderag.paths import DB_FILE_SUFFIXES, DB_NAME, remove_index_files
+from coderag.base.paths import DB_FILE_SUFFIXES, DB_NAME, remove_index_files
 from coderag.store.state import IndexState
 
 PREVIOUS_DB_NAME = "previous.db"

@@ -20,7 +20,7 @@ import socket
 from pathlib import Path
 from typing import Optional
 
-from coderag.errors import IndexLockedError
+from coderag.base.errors import IndexLockedError
 
 HAND_OVER = "hand_over"  # the owner's request method (coderag/service.py)
 OWNER_FILE = "owner.json"

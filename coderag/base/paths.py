@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from coderag.nodes.ignore import INDEX_DIR_NAME
-
+INDEX_DIR_NAME = ".coderag"
 DB_NAME = "index.db"
 DB_FILE_SUFFIXES = ("", "-wal", "-shm")  # a SQLite database in WAL mode is these files together
 SHARD_NAME = "shard"

@@ -9,7 +9,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from coderag.errors import ConfigError
+from coderag.base.errors import ConfigError
 
 CONFIG_ENV = "CODERAG_CONFIG"
 CONFIG_FILE_NAME = "qdrant.yaml"
@@ -90,7 +90,7 @@ class RetrievalSettings(_Section):
     phrase_boost: float = Field(default=1.5, ge=0.0, description="Score boost for results that contain a sentence-like query word for word (a docstring or an error message quoted).")
     tests_docs_weight: float = Field(default=0.6, ge=0.0, le=2.0, description="Score factor for tests, docs and plain text (1 = no preference for source code).")
     freshness_max_files: int = Field(default=8, ge=0, description="Changed files re-indexed before answering; more are marked stale.")
-    read_queries: bool = Field(default=True, description="Read long queries (bug reports) before searching: each leg gets the part it is good at (nodes/query_reader.py).")
+    read_queries: bool = Field(default=True, description="Read long queries (bug reports) before searching: each leg gets the part it is good at (coderag/queries/reader.py).")
     named_files_weight: float = Field(default=1.0, ge=0.0, description="Fusion weight of the leg that searches the files a long query names (traceback frames, paths).")
     report_noise_weight: float = Field(default=0.3, ge=0.0, le=2.0, description="Score factor, for long queries, of issue templates, changelogs and release notes.")
     unnamed_window_weight: float = Field(default=0.7, ge=0.0, le=2.0, description="Score factor, for questions (not long reports), of line windows that define no symbol: pieces of data tables, licenses, PKG-INFO, a header's declarations.")

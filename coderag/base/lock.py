@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from coderag.errors import IndexLockedError
+from coderag.base.errors import IndexLockedError
 
 # How long a command waits for another coderag process that holds an index (`--wait`).
 DEFAULT_WAIT_S = 60.0
