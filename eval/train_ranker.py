@@ -233,7 +233,7 @@ def calibration(booster, qs: Sequence[QueryRows]) -> str:
 def cross_validate(by_repo: dict[str, list[QueryRows]], folds: int) -> tuple[dict[str, Any], int, str]:
     """(params, rounds) with the best mean file R@1 over folds of training repositories, and the report."""
     repos = sorted(by_repo)
-    fold_of = {repo: int(hashlib.sha256(repo.encode()).hexdigest(), 16) % folds for repo in repos}
+    fold_of = {repo: i % folds for i, repo in enumerate(repos)}  # dealt round: every fold holds repositories
     scores: dict[tuple[int, int], list[tuple[QueryRows, list[Result]]]] = defaultdict(list)
     rules: list[tuple[QueryRows, list[Result]]] = []
     for k in range(folds):
@@ -269,6 +269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     heldout_repos = [r for r, (_, _, split) in HISTORY_REPOS.items() if split == HELDOUT]
     print("features of the training repositories...", file=sys.stderr)
     train = load_rows(a.data, settings, train_repos + list(HAND_WRITTEN))
+    if len(train) < a.folds:
+        print(f"error: {len(train)} training repositories have dumps in {a.data / 'dump'}; {a.folds}-fold "
+              f"cross-validation by repository needs {a.folds} or more. Make them with `python -m "
+              f"coderag.eval.ranker_data` (eval/README.md says how), or pass fewer --folds.", file=sys.stderr)
+        return 2
     print("cross-validation by repository...", file=sys.stderr)
     params, rounds, cv = cross_validate(train, a.folds)
     print(f"## cross-validation by repository ({len(train)} repositories)\n\n{cv}\n")
