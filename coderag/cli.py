@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from coderag.cli_eval import eval_command, train_ranker_command
+from coderag.cli_eval import eval_command, train_adapter_command, train_ranker_command
 from coderag.cli_status import indexed_root, status_command
 from coderag.base.errors import CodeRagError, IndexLockedError
 from coderag.base.lock import DEFAULT_WAIT_S
@@ -333,6 +333,7 @@ def _print_text(res) -> None:
 main.add_command(eval_command)  # its own module: the eval's options and wiring
 main.add_command(status_command)
 main.add_command(train_ranker_command)
+main.add_command(train_adapter_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

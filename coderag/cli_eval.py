@@ -124,3 +124,21 @@ def train_ranker_command(data: Path, folds: int, out: Path | None, no_write: boo
 
     args = ["--data", str(data), "--folds", str(folds)] + (["--out", str(out)] if out else [])
     raise SystemExit(train_main(args + (["--no-write"] if no_write else [])))
+
+
+@click.command("train-adapter")
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder made by `python -m coderag.eval.ranker_data` (dump/).")
+@click.option("--snapshots", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The indexed snapshots of the mined repositories (default: $CODERAG_HISTORY_DIR).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Adapter file to write (default: the one shipped in the package).")
+@click.option("--no-write", is_flag=True, help="Report only; leave the adapter file as it is.")
+def train_adapter_command(data: Path, snapshots: Path | None, out: Path | None, no_write: bool) -> None:
+    """Rebuild the dense leg's query adapter from mined queries: its strength chosen on training repositories
+    left out, then a report on the held-out repositories beside the plain embedding (eval/README.md)."""
+    from coderag.eval.train_adapter import main as train_main
+
+    args = ["--data", str(data)] + (["--snapshots", str(snapshots)] if snapshots else [])
+    args += (["--out", str(out)] if out else []) + (["--no-write"] if no_write else [])
+    raise SystemExit(train_main(args))

@@ -237,7 +237,7 @@ def load_dump(path: Path) -> dict[str, Any]:
         return json.load(f)
 
 
-def _history_root(arg: str | None) -> Path:
+def history_root(arg: str | None) -> Path:
     return Path(arg) if arg else SNAPSHOTS["history"].folder()
 
 
@@ -265,7 +265,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     d.add_argument("--data", type=Path, required=True)
     d.add_argument("--depth", type=int, default=DUMP_DEPTH)
     a = p.parse_args(argv)
-    root = _history_root(a.out)
+    root = history_root(a.out)
     repos = list(HISTORY_REPOS)
     if a.cmd == "snapshots":
         for n, repo in enumerate(repos, 1):

@@ -43,7 +43,13 @@ class RetrieverGraph:
         r = self.retrieval = settings.retrieval
         self.paths, self.text_filter = paths, text_filter
         # Light nodes: no links to the previous and next chunks, which a search never reads.
-        self.legs = {DENSE: DenseRetriever(vector_store, None, r.dense_top_k, load_model=load_embed_model, light=True),
+        adapter = None
+        if r.query_adapter:
+            from coderag.pipelines.query_adapter import load_adapter
+
+            adapter = load_adapter()
+        self.legs = {DENSE: DenseRetriever(vector_store, None, r.dense_top_k, load_model=load_embed_model,
+                                           adapter=adapter, light=True),
                      BM25: SparseRetriever(vector_store, r.sparse_top_k, light=True),
                      NAMED: SparseRetriever(vector_store, r.sparse_top_k, named_files=True, light=True)}
         self.fusion = fusion_of(settings, self.legs, prepare=lambda q: self.request(SearchOptions(query=q.query_str))

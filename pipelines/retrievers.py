@@ -44,9 +44,11 @@ class DenseRetriever(_StoreRetriever):
     (`load_model`), called on the first dense search: a BM25-only search never loads the model."""
 
     def __init__(self, vector_store: Any, embed_model: Any = None, similarity_top_k: int = 20,
-                 load_model: Optional[Callable[[], Any]] = None, **kwargs: Any) -> None:
+                 load_model: Optional[Callable[[], Any]] = None,
+                 adapter: Optional[Callable[[List[float]], List[float]]] = None, **kwargs: Any) -> None:
         super().__init__(vector_store, similarity_top_k, **kwargs)
         self._model, self._load_model = embed_model, load_model
+        self.adapter = adapter  # the query adapter (pipelines/query_adapter.py), applied to every query vector
 
     @property
     def embed_model(self) -> Any:
@@ -64,6 +66,8 @@ class DenseRetriever(_StoreRetriever):
         req = as_request(query_bundle)
         t0 = time.perf_counter()
         emb = req.embedding or self.embed_model.get_query_embedding(req.dense_text)
+        if self.adapter is not None:
+            emb = self.adapter(emb)
         t1 = time.perf_counter()
         res = self.store.query(VectorStoreQuery(query_embedding=emb, similarity_top_k=self.top_k,
                                                 filters=req.filters), **self.query_kwargs)

@@ -282,6 +282,24 @@ class EdgeVectorStore(BasePydanticVectorStore):
             if offset is None:
                 return out
 
+    def dense_vectors(self, keys: Sequence[str] = (FILE_PATH_KEY, "start_line", "end_line")
+                      ) -> tuple[list[list[float]], list[dict]]:
+        """Every point's dense vector with the payload fields `keys` (what a query adapter is trained against:
+        eval/train_adapter.py); points without a dense vector (BM25-only) are left out."""
+        from qdrant_edge import ScrollRequest
+
+        vectors, fields, offset = [], [], None
+        while True:
+            recs, offset = self._shard.scroll(ScrollRequest(limit=1024, offset=offset, with_payload=True,
+                                                            with_vector=True))
+            for r in recs:
+                v = r.vector.get(DENSE_VECTOR_NAME) if isinstance(r.vector, dict) else None
+                if v is not None:
+                    vectors.append(list(v))
+                    fields.append({k: r.payload.get(k) for k in keys})
+            if offset is None:
+                return vectors, fields
+
     def point_ids(self, ref_doc_id: str) -> list[str]:
         """Ids of every point of one document (one file)."""
         from qdrant_edge import FieldCondition, Filter, MatchValue, ScrollRequest

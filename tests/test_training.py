@@ -1,0 +1,160 @@
+"""The trained parts rebuild from dumped legs (eval/ranker_data.py): `coderag train-ranker` (a real index's
+legs dumped for labelled queries, features computed as the search computes them, LightGBM cross-validated by
+repository, a model written that the search loads) and `coderag train-adapter` (the dense leg's query
+adapter, fitted on the snapshots' vectors); with too few dumps each says what to make first. And the adapter
+in a search: the identity changes nothing, the shipped one answers, a wrong file is refused with what to do."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from coderag.base.config import Settings
+from coderag.cli import main
+from coderag.eval.history import HELDOUT, HISTORY_REPOS, TRAIN
+from coderag.eval.ranker_data import dump_repo, load_dump, snapshot_folder
+from coderag.pipelines.code_index import CodeIndex
+from coderag.pipelines.features import FEATURES
+from coderag.pipelines.index_repository import index_repository
+from coderag.pipelines.query_adapter import QueryAdapterError, load_adapter, save_adapter
+from coderag.pipelines.ranker import load_ranker
+from coderag.pipelines.retrievers import DenseRetriever
+from coderag.pipelines.search_request import SearchRequest
+from tests.conftest import TINY_FILES, write_files
+
+QUERIES = [  # (query, kind, gold file)
+    ("wait a little longer after each failed login attempt", "natural", "src/auth/service.py"),
+    ("add sales tax to the line items and round to cents", "natural", "src/billing/invoice.py"),
+    ("fetch a user record over HTTP", "natural", "web/api.ts"),
+    ("listen on the configured address", "natural", "cmd/server/main.go"),
+    ("invoice_total", "identifier", "src/billing/invoice.py"),
+    ("hash_password", "identifier", "src/auth/service.py"),
+    ("Cache user records by id so a lookup does not refetch", "commit", "web/api.ts"),
+    ("Retry the login with a growing wait between attempts", "commit", "src/auth/service.py"),
+]
+
+
+def _records(split: str) -> list[dict]:
+    return [{"id": f"q{i}", "corpus": "history", "query": q, "kind": kind, "split": split,
+             "gold": [{"file_path": path, "start_line": 1, "end_line": 1000}]}
+            for i, (q, kind, path) in enumerate(QUERIES)]
+
+
+TRAINING = [r for r, (_, _, split) in HISTORY_REPOS.items() if split == TRAIN][:4]
+HELD_OUT = next(r for r, (_, _, split) in HISTORY_REPOS.items() if split == HELDOUT)
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = write_files(tmp_path_factory.mktemp("repo"), TINY_FILES)
+    index_repository(root, settings=Settings())
+    return root
+
+
+@pytest.fixture(scope="module")
+def dumped(indexed: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder with the tiny repository's legs dumped under the names of four training repositories and
+    one held-out repository (the trainers read the repositories of eval/history.py by name)."""
+    data = tmp_path_factory.mktemp("data")
+    (data / "dump").mkdir()
+    first = data / "dump" / "first.json.gz"
+    assert dump_repo(indexed, _records(TRAIN), first) == len(QUERIES)
+    for repo in TRAINING + [HELD_OUT]:
+        shutil.copy(first, data / "dump" / (repo.replace("/", "+") + ".json.gz"))
+    first.unlink()
+    return data
+
+
+def test_train_ranker_dumps_hold_each_querys_legs_and_the_nodes_they_name(dumped: Path) -> None:
+    dump = load_dump(next((dumped / "dump").glob("*.json.gz")))
+    assert [q["query"] for q in dump["queries"]] == [q for q, _, _ in QUERIES]
+    for q in dump["queries"]:
+        assert set(q["legs"]) >= {"dense", "bm25"}
+        named = {nid for ranked in q["legs"].values() for nid, _ in ranked}
+        assert named and named <= set(dump["nodes"])
+    assert all(n["text"] and n["file_path"] in TINY_FILES for n in dump["nodes"].values())
+
+
+def test_train_ranker_cross_validates_reports_and_writes_a_model_the_search_loads(dumped: Path, tmp_path: Path) -> None:
+    out = tmp_path / "model.json"
+    result = CliRunner().invoke(main, ["train-ranker", "--data", str(dumped), "--folds", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "## cross-validation by repository (4 repositories)" in result.output
+    assert "| rules | all | 32 |" in result.output  # 8 queries of each of the 4 repositories, left out by fold
+    assert "## held-out repositories (1:" in result.output and "| learned | all | 8 |" in result.output
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["features"] == list(FEATURES) and doc["info"]["queries"] == 4 * len(QUERIES)
+    ranker = load_ranker(out)
+    assert ranker.booster.num_feature() == len(FEATURES)
+    assert (dumped / "features").is_dir()  # the features are cached beside the dumps, for the next run
+
+
+def test_train_ranker_with_too_few_dumps_says_what_to_make(tmp_path: Path) -> None:
+    (tmp_path / "dump").mkdir()
+    result = CliRunner().invoke(main, ["train-ranker", "--data", str(tmp_path), "--folds", "3"])
+    assert result.exit_code == 2
+    assert "0 training repositories have dumps" in result.output and "coderag.eval.ranker_data" in result.output
+
+
+def test_train_adapter_chooses_reports_and_writes_an_adapter_the_search_loads(indexed: Path, dumped: Path,
+                                                                              tmp_path: Path) -> None:
+    snapshots = tmp_path / "snapshots"
+    snapshots.mkdir()
+    for repo in TRAINING + [HELD_OUT]:  # each repository's indexed snapshot, where eval/history.py puts it
+        snapshot_folder(snapshots, repo).symlink_to(indexed, target_is_directory=True)
+    out = tmp_path / "adapter.npz"
+    result = CliRunner().invoke(main, ["train-adapter", "--data", str(dumped), "--snapshots", str(snapshots),
+                                       "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "## choice, on 1 training repositories left out of the fit" in result.output
+    assert "## held-out repositories (1; queries: all 8 / commit 2 / identifier 2" in result.output
+    adapter = load_adapter(out)
+    assert adapter.dim == 384 and adapter.info["trained_on"] == sorted(TRAINING)
+    assert adapter.info["queries"] == 4 * len(QUERIES)
+    assert sorted(p.name for p in (dumped / "adapter").iterdir()) == sorted(
+        r.replace("/", "+") + ".npz" for r in TRAINING + [HELD_OUT])  # the vectors, cached for the next run
+
+
+def test_train_adapter_with_too_few_dumps_says_what_to_make(tmp_path: Path) -> None:
+    (tmp_path / "dump").mkdir()
+    result = CliRunner().invoke(main, ["train-adapter", "--data", str(tmp_path), "--snapshots", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "0 training repositories have dumps" in result.output and "coderag.eval.ranker_data" in result.output
+
+
+def test_query_adapter_the_identity_leaves_the_dense_leg_as_it_is(indexed: Path, tmp_path: Path) -> None:
+    identity = load_adapter(save_adapter(np.eye(384), tmp_path / "identity.npz", {}))
+    shifted = load_adapter(save_adapter(np.roll(np.eye(384), 1, axis=1), tmp_path / "shifted.npz", {}))
+    with CodeIndex.open(indexed, create=False) as index:
+        model, store = index.embed_model, index.vector_store
+
+        def dense(adapter):
+            leg = DenseRetriever(store, model, 10, adapter=adapter)
+            return [(n.node.node_id, round(n.score, 5)) for n in leg.retrieve(SearchRequest("sum the line items"))]
+
+        plain, same, moved = dense(None), dense(identity), dense(shifted)
+    assert plain and same == plain
+    assert moved != plain  # the adapter is applied: a permuted embedding finds other neighbours
+
+
+def test_query_adapter_the_shipped_one_answers_a_search(indexed: Path) -> None:
+    settings = Settings(retrieval={"query_adapter": True})
+    with CodeIndex.open(indexed, settings=settings, create=False) as index:
+        assert index.engine.graph.legs["dense"].adapter is load_adapter()
+        results = index.search("wait a little longer after each failed login attempt", max_tokens=2000)
+    assert results and results[0].file_path == "src/auth/service.py"
+
+
+def test_query_adapter_a_wrong_file_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(QueryAdapterError, match="Cannot read.*train-adapter.*query_adapter: false"):
+        load_adapter(tmp_path / "missing.npz")
+    with pytest.raises(QueryAdapterError, match="not a square matrix"):
+        load_adapter(save_adapter(np.ones((3, 4)), tmp_path / "flat.npz", {}))
+    small = load_adapter(save_adapter(np.eye(8), tmp_path / "small.npz", {}))
+    with pytest.raises(QueryAdapterError, match="maps 8-number embeddings; this model gives 384"):
+        small([0.1] * 384)
