@@ -159,7 +159,7 @@ def tokens_to_gold(blocks: Iterable[tuple[Result, str]], gold: Sequence[Span],
     """
     used = 0
     for result, text in blocks:
-        start, end = result.spans[0][0], result.spans[-1][1]
+        start = result.spans[0][0]
         first = min((max(g.start_line, start) for g in gold if overlaps(result, g)), default=None)
         if first is None:
             used += count(text)

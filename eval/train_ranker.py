@@ -205,7 +205,7 @@ def calibration(booster, qs: Sequence[QueryRows]) -> str:
     from coderag.pipelines.ranker import LearnedRanker
 
     ranker = LearnedRanker(booster, {})
-    gold = kept = 0
+    gold = 0
     lost = dict.fromkeys(CUT_GRID, 0)
     kept_at = dict.fromkeys(CUT_GRID, 0)
     flat: dict[int, list[bool]] = defaultdict(list)
