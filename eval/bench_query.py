@@ -237,6 +237,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--corpus", metavar="PATH",
                     help="index a linked copy of this local folder (under the bench cache) instead of the pinned "
                          "sdists: a small folder checks the benchmark end to end in a minute")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="retrieval.KEY=VALUE",
+                    help="search with this setting changed (e.g. retrieval.ranker=learned); repeatable")
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.fake_dense and args.head_dense:
@@ -286,10 +288,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     cold = cold_runs(root, COLD_QUERIES[:args.cold])
 
     from coderag.base.config import Settings
+    from coderag.eval.runner import apply_overrides, parse_overrides
     from coderag.pipelines.code_index import CodeIndex
 
+    try:
+        settings = apply_overrides(Settings(), parse_overrides(args.overrides))
+    except ValueError as exc:
+        ap.error(str(exc))
     t0 = time.perf_counter()
-    index = CodeIndex.open(root, settings=Settings(), create=False)
+    index = CodeIndex.open(root, settings=settings, create=False)
     try:
         counts = index.state.counts()
         leaves = index.vector_store.count()
@@ -309,7 +316,7 @@ def main(argv: Optional[list[str]] = None) -> int:
               f"opened in {open_ms:.0f} ms")
         if leaves < MIN_LEAF_CHUNKS:
             print(f"WARNING: fewer than {MIN_LEAF_CHUNKS} leaf chunks")
-        print(f"settings: dense_top_k {r.dense_top_k}, sparse_top_k {r.sparse_top_k}, fusion_top_k "
+        print(f"settings: ranker {r.ranker}, dense_top_k {r.dense_top_k}, sparse_top_k {r.sparse_top_k}, fusion_top_k "
               f"{r.fusion_top_k}, max_tokens 4000, format xml")
         print(f"queries: {len(queries)} ({', '.join(f'{v} {k}' for k, v in kinds.items())}); "
               f"e.g. {', '.join(repr(q) for _, q in queries[::max(1, len(queries) // 5)][:5])}")

@@ -71,19 +71,29 @@ class CodeAnalyzer:
         self.stem = functools.lru_cache(maxsize=stem_cache_size)(Stemmer.Stemmer("english").stemWord)
         # STOP_WORDS as `terms` writes them (stemmed, should a stem differ from its word).
         self._stop_terms = STOP_WORDS | {self.stem(w) for w in STOP_WORDS}
+        # Identifiers repeat even more than words (`self`, `return`, a module's own names): split and stem each
+        # once, so a chunk's terms are a lookup per identifier.
+        self.identifier_terms = functools.lru_cache(maxsize=stem_cache_size)(self._identifier_terms)
+
+    def _identifier_terms(self, ident: str) -> tuple[str, ...]:
+        """One identifier's terms: the compound whole, lower-cased (when it has parts), then its parts, stemmed."""
+        parts = [p.lower() for p in IDENTIFIER_PARTS.findall(ident)]
+        low = ident.lower()
+        whole = (low,) if (len(parts) != 1 or parts[0] != low) and len(low) > 1 else ()
+        return whole + tuple(self.stem(p) for p in parts if len(p) > 1)
 
     def terms(self, text: str) -> list[str]:
         """Lower-cased terms: every compound identifier whole, plus its camelCase/snake_case/digit parts, stemmed."""
         out: list[str] = []
-        stem = self.stem
+        split = self.identifier_terms
         for ident in IDENTIFIER.findall(text):
-            parts = [p.lower() for p in IDENTIFIER_PARTS.findall(ident)]
-            low = ident.lower()
-            if len(parts) != 1 or parts[0] != low:
-                if len(low) > 1:
-                    out.append(low)
-            out.extend(stem(p) for p in parts if len(p) > 1)
+            out.extend(split(ident))
         return out
+
+    def term_set(self, text: str) -> frozenset[str]:
+        """The distinct `terms` of a text (each identifier split once, however often it occurs)."""
+        split = self.identifier_terms
+        return frozenset().union(*map(split, set(IDENTIFIER.findall(text))))
 
     def doc_sparse(self, text: str, avg_terms: float = DEFAULT_AVG_DOC_TERMS) -> tuple[list[int], list[float]]:
         """BM25 term-frequency weights of a document; the store multiplies in the IDF."""
@@ -112,6 +122,11 @@ def default_analyzer() -> CodeAnalyzer:
 def code_terms(text: str) -> list[str]:
     """`CodeAnalyzer.terms` of the shared analyzer."""
     return default_analyzer().terms(text)
+
+
+def term_set(text: str) -> frozenset[str]:
+    """`CodeAnalyzer.term_set` of the shared analyzer."""
+    return default_analyzer().term_set(text)
 
 
 def doc_sparse(text: str, avg_terms: float = DEFAULT_AVG_DOC_TERMS) -> tuple[list[int], list[float]]:

@@ -30,7 +30,7 @@ from llama_index.core.schema import NodeWithScore
 
 from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, EXAMPLES, TESTS, file_role, role_asked_for
 from coderag.nodes.keys import END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, START_LINE_KEY, SYMBOL_KEY
-from coderag.nodes.lexical import STOP_WORDS, code_terms, is_pasted_error
+from coderag.nodes.lexical import STOP_WORDS, code_terms, is_pasted_error, term_set
 from coderag.queries.literals import message_coverage
 from coderag.queries.names import is_code_name, uses_name
 from coderag.queries.symbols import assigns_at_top_level, chunk_defines, chunk_symbols
@@ -112,9 +112,8 @@ def _fields(text: str, path: str, symbols: Tuple[str, ...]) -> Tuple[frozenset, 
     for m in _LITERAL.finditer(text):
         strings.append(m.group(1) or m.group(2) or m.group(3) or "")
     name = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    return (frozenset(code_terms(path.replace("/", " "))), frozenset(code_terms(name)),
-            frozenset(code_terms(" ".join(symbols))), frozenset(code_terms("\n".join(comments))),
-            frozenset(code_terms(" ".join(strings))), frozenset(code_terms(text)))
+    return (term_set(path.replace("/", " ")), term_set(name), term_set(" ".join(symbols)),
+            term_set("\n".join(comments)), term_set(" ".join(strings)), term_set(text))
 
 
 def query_terms(text: str) -> List[str]:
@@ -182,7 +181,7 @@ def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchReque
         file_rank[leg] = {p: (i if max(per_file[p][leg]) > 0 else ABSENT_RANK) for i, p in enumerate(order)}
     firsts = {leg: min(legs[leg], key=lambda nid: legs[leg][nid][1]) for leg in (DENSE, BM25) if legs.get(leg)}
     agreed = file_of[firsts[DENSE]] if len(firsts) == 2 and file_of[firsts[DENSE]] == file_of[firsts[BM25]] else None
-    path_cover = {p: _cover(terms, weights, frozenset(code_terms(p.replace("/", " ")))) for p in per_file}
+    path_cover = {p: _cover(terms, weights, term_set(p.replace("/", " "))) for p in per_file}
     # How much of the query a file's candidates cover together: a change described in words that fall on
     # several of one file's chunks is in that file, though no one chunk holds them all.
     file_terms: Dict[str, set] = {}
