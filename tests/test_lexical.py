@@ -91,3 +91,15 @@ def test_lexical_a_pasted_error_message_keeps_its_stop_words(message) -> None:
     assert term_id("the") not in a.query_sparse("where does Parser::parse read the next token")[0]
     # a report's evidence, joined over lines by the query reader, keeps the question's rule
     assert term_id("no") not in a.query_sparse(message + "\nparse_args\nsrc/cli.py the reporter's prose")[0]
+
+
+def test_lexical_term_set_is_the_set_of_the_terms() -> None:
+    """The features read a chunk's distinct terms from `term_set`, which splits each identifier once through
+    the analyzer's identifier cache: the same terms as `terms`, with a cache too small to hold them or not."""
+    text = CHUNK + "\n" + LINE + "\nHTTPServer2 __init__ _ x 42 getUserById getUserById"
+    roomy, tight = CodeAnalyzer(), CodeAnalyzer(stem_cache_size=4)
+    for a in (roomy, tight):
+        assert a.term_set(text) == frozenset(a.terms(text)) == frozenset(code_terms(text))
+        assert a.terms(text) == code_terms(text)  # order and repeats kept: BM25 counts them
+    assert tight.identifier_terms.cache_info().currsize == 4
+    assert roomy.term_set("") == frozenset() and roomy.terms("") == []
