@@ -132,8 +132,8 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         runs one (`OnnxEmbedding.start_process`), then the other legs run here, then the dense leg with
         the vector, which is ready by then: the embedding costs no wall time. Without a helper the legs
         run one after the other. (Not threads: qdrant-edge holds the GIL while it searches and the
-        embedding needs it around its ONNX call, so on 2 cores a worker thread slowed both legs down; one
-        probe measured the embedding at 8 ms on a thread instead of 4.3, see embed_process.py.)"""
+        embedding needs it around its ONNX call, so on 2 cores a worker thread slowed both legs down and
+        nearly doubled the embedding's own time; embed_process.py says more.)"""
         legs = {name: r for name, r in self.legs.items() if name in req.legs}
         pending: Dict[str, Any] = {}
         for name, r in legs.items():
