@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any, Callable, ClassVar, List, Optional, Sequence
+from typing import Any, Callable, ClassVar, Iterator, List, Optional, Sequence
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
@@ -37,6 +37,7 @@ DENSE_VECTOR_NAME = "dense"
 SPARSE_VECTOR_NAME = "sparse"
 KEYWORD_INDEX_KEYS = (FILE_PATH_KEY, DIRS_KEY, LANGUAGE_KEY, KIND_KEY, SYMBOL_KEY, DOC_ID_KEY)
 UPSERT_BATCH = 256
+SCROLL_PAGE = 1024  # points a full read (scroll) takes at a time
 DEFAULT_RRF_K = 60  # Cormack et al. 2009; Edge counts ranks from 0
 
 
@@ -272,45 +273,37 @@ class EdgeVectorStore(BasePydanticVectorStore):
         if node_ids:
             recs = self._shard.retrieve([uuid.UUID(i) for i in node_ids], True, False)
             return [payload_to_node(r.payload) for r in recs]
-        from qdrant_edge import ScrollRequest
-
-        out, offset = [], None
-        flt = to_edge_filter(filters)
-        while True:
-            recs, offset = self._shard.scroll(ScrollRequest(limit=1024, offset=offset, filter=flt, with_payload=True))
-            out.extend(payload_to_node(r.payload) for r in recs)
-            if offset is None:
-                return out
+        return [payload_to_node(r.payload) for r in self._scroll(filter=to_edge_filter(filters), with_payload=True)]
 
     def dense_vectors(self, keys: Sequence[str] = (FILE_PATH_KEY, "start_line", "end_line")
                       ) -> tuple[list[list[float]], list[dict]]:
         """Every point's dense vector with the payload fields `keys` (what a query adapter is trained against:
         eval/train_adapter.py); points without a dense vector (BM25-only) are left out."""
-        from qdrant_edge import ScrollRequest
-
-        vectors, fields, offset = [], [], None
-        while True:
-            recs, offset = self._shard.scroll(ScrollRequest(limit=1024, offset=offset, with_payload=True,
-                                                            with_vector=True))
-            for r in recs:
-                v = r.vector.get(DENSE_VECTOR_NAME) if isinstance(r.vector, dict) else None
-                if v is not None:
-                    vectors.append(list(v))
-                    fields.append({k: r.payload.get(k) for k in keys})
-            if offset is None:
-                return vectors, fields
+        vectors, fields = [], []
+        for r in self._scroll(with_payload=True, with_vector=True):
+            v = r.vector.get(DENSE_VECTOR_NAME) if isinstance(r.vector, dict) else None
+            if v is not None:
+                vectors.append(list(v))
+                fields.append({k: r.payload.get(k) for k in keys})
+        return vectors, fields
 
     def point_ids(self, ref_doc_id: str) -> list[str]:
         """Ids of every point of one document (one file)."""
-        from qdrant_edge import FieldCondition, Filter, MatchValue, ScrollRequest
+        from qdrant_edge import FieldCondition, Filter, MatchValue
 
         flt = Filter(must=[FieldCondition(key=DOC_ID_KEY, match=MatchValue(value=ref_doc_id))])
-        out, offset = [], None
+        return [str(r.id) for r in self._scroll(filter=flt, with_payload=False)]
+
+    def _scroll(self, **request: Any) -> Iterator[Any]:
+        """Every point a `ScrollRequest(**request)` selects, read SCROLL_PAGE points at a time."""
+        from qdrant_edge import ScrollRequest
+
+        offset = None
         while True:
-            recs, offset = self._shard.scroll(ScrollRequest(limit=1024, offset=offset, filter=flt, with_payload=False))
-            out.extend(str(r.id) for r in recs)
+            recs, offset = self._shard.scroll(ScrollRequest(limit=SCROLL_PAGE, offset=offset, **request))
+            yield from recs
             if offset is None:
-                return out
+                return
 
     def _nodes_by_id(self, ids: List[Any], light: bool = False,
                      keys: Optional[List[str]] = None) -> List[Optional[BaseNode]]:
