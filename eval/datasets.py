@@ -55,7 +55,8 @@ __all__ = [
 
 DATASETS_DIR = Path(__file__).resolve().parent / "datasets"
 WRITTEN_KINDS = ("identifier", "natural", "docstring", "issue")  # what the shipped datasets hold, each corpus all four
-KINDS = WRITTEN_KINDS + ("commit",)  # commit queries are mined from history (eval/history.py), never shipped
+# Mined from history (eval/history.py: commit messages, the descriptions of the tests commits add), never shipped.
+KINDS = WRITTEN_KINDS + ("commit", "test")
 SPLITS = ("tune", "heldout")
 _FIELDS = {"id", "corpus", "query", "gold", "kind"}
 _OPTIONAL = {"split", "repo", "commit"}

@@ -10,6 +10,11 @@ removed. Its gold is each changed source file as the indexed snapshot has it, wi
 commit added or touched where those lines are still in that snapshot (a line whose text occurs once in
 the file there); a file none of whose lines survive is gold as a whole.
 
+The same narrow commits give a second kind of query (TEST): each test they add beside their source change
+states a behaviour of that change in its name, docstring or spec string ("returns 404 when no route
+matches"), with the commit's gold. These read like a question about what code does, which a commit
+message does not; and the text they are found by lies in the test, not in the gold.
+
 One snapshot per repository is indexed (a pinned commit, `HISTORY_REPOS`), and the commits of the
 `years` before it whose source files all still exist there are mined from it. Queries never cross
 repositories, and the split (train or heldout) is the repository's, never the query's.
@@ -290,14 +295,11 @@ class Rejections:
         self.counts[reason] = self.counts.get(reason, 0) + 1
 
 
-def pair_of(commit: Commit, snapshot: Path, why: Rejections) -> dict | None:
-    """The query and gold of one commit against a snapshot folder, or None (the reason counted in `why`)."""
-    if _BOT.search(commit.author):
-        why.add("bot")
-        return None
-    if not describes_change(commit.subject):
-        why.add("message")
-        return None
+def narrow_gold(commit: Commit, snapshot: Path, why: Rejections) -> list[dict] | None:
+    """The gold of a commit whose diff is narrow enough to name the place: 1 to MAX_SOURCE_FILES source files
+    added or modified, every other file a test or a doc, each source file narrowed to the lines it added or
+    touched that are still in the snapshot (a whole file when none is). None, the reason counted in `why`,
+    for any other commit."""
     sources = [f for f in commit.files if is_source(f.new_path) or is_source(f.old_path)]
     others = [f for f in commit.files if f not in sources]
     if not sources:
@@ -321,6 +323,20 @@ def pair_of(commit: Commit, snapshot: Path, why: Rejections) -> dict | None:
         text = path.read_text(encoding="utf-8", errors="replace")
         ranges = gold_lines(text, f) or [(1, max(1, text.count("\n") + (not text.endswith("\n"))))]
         gold += [{"file_path": f.new_path, "start_line": a, "end_line": b} for a, b in ranges]
+    return gold
+
+
+def pair_of(commit: Commit, snapshot: Path, why: Rejections) -> dict | None:
+    """The query and gold of one commit against a snapshot folder, or None (the reason counted in `why`)."""
+    if _BOT.search(commit.author):
+        why.add("bot")
+        return None
+    if not describes_change(commit.subject):
+        why.add("message")
+        return None
+    gold = narrow_gold(commit, snapshot, why)
+    if gold is None:
+        return None
     query = clean_message(commit.message)
     if len(query.split()) < MIN_SUBJECT_WORDS:
         why.add("message")
@@ -328,23 +344,107 @@ def pair_of(commit: Commit, snapshot: Path, why: Rejections) -> dict | None:
     return {"query": query, "gold": gold, "sha": commit.sha}
 
 
-def mine(repo: str, gitdir: Path, snapshot: Path, commit: str, split: str, years: float = DEFAULT_YEARS
-         ) -> tuple[list[dict], Rejections]:
+# A test states a behaviour of the code it tests: in its name (`test_redirect_keeps_auth_header`,
+# `TestMountsSubrouter`, `parsesEmptyArray`), in a Python test's docstring, or in a spec string
+# (`it("returns 404 when no route matches")`). The tests a commit adds beside its source change describe
+# that change in a developer's words, as a statement of behaviour: the shape of a question about what code
+# does, not of a change log. The forms below are those of the mined languages' common test frameworks.
+MIN_TEST_WORDS = 4  # "parse header" names a function; "keeps auth header on redirect" states a behaviour
+TESTS_PER_COMMIT = 3  # a commit that adds twenty tests is one change, not twenty
+_SPEC = re.compile(r"""^\s*(?:it|test|describe|context|specify|scenario|t\.Run|s\.Run|TEST_CASE|SECTION|SCENARIO"""
+                   r"""|@DisplayName)\s*\(?\s*(['"`])(.{8,200}?)(?<!\\)\1""")
+_TEST_DEFS = (re.compile(r"^\s*(?:async\s+)?def\s+(test_?\w+)\s*\("),  # Python, Ruby's test/unit
+              re.compile(r"^func\s+(Test\w+)\s*\("),  # Go
+              re.compile(r"^\s*(?:public\s+)?function\s+(test\w+)\s*\("),  # PHPUnit
+              re.compile(r"^\s*TEST(?:_F|_P)?\s*\(\s*\w+\s*,\s*(\w+)\s*\)"))  # GoogleTest
+_ANNOTATED_DEFS = (  # (the marker on the line before, the definition): Rust's #[test], JUnit's @Test
+    (re.compile(r"#\[(?:\w+::)?test\]"), re.compile(r"^\s*(?:pub\s+)?(?:async\s+)?fn\s+(\w+)\s*\(")),
+    (re.compile(r"^\s*@Test\b"), re.compile(r"^\s*(?:public\s+|protected\s+)?void\s+(\w+)\s*\(")))
+_PY_DOCSTRING_LINE = re.compile(r'^\s*[rRuU]?("""|\'\'\')\s*(.+?)\s*$')
+_NAME_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def humanise(name: str) -> str:
+    """A test's name as the words it spells, its `test` prefix dropped.
+
+    >>> humanise("test_redirect_keeps_auth_header"), humanise("TestRouterMountsSubrouterAtPrefix")
+    ('redirect keeps auth header', 'router mounts subrouter at prefix')
+    """
+    name = re.sub(r"^[Tt]est_?", "", name)
+    return " ".join(p.lower() for p in _NAME_PART.findall(name.replace("_", " ")))
+
+
+def described_behaviours(lines: list[str]) -> list[str]:
+    """The behaviours stated by the tests among `lines` (a test file's added lines, in order), each
+    MIN_TEST_WORDS words or more: a spec string as written, a Python test's docstring's first sentence,
+    else the test's name as words.
+
+    >>> for d in described_behaviours(["  it('returns 404 when no route matches', () => {",
+    ...                                "def test_keeps_auth_header_on_same_origin(client):",
+    ...                                "    '''Auth headers survive a redirect to the same origin. More.'''",
+    ...                                "#[test]", "fn glob_matches_hidden_files_with_flag() {",
+    ...                                "def test_parse(): pass"]):
+    ...     print(d)
+    returns 404 when no route matches
+    Auth headers survive a redirect to the same origin.
+    glob matches hidden files with flag
+    """
+    out = []
+    previous = ""
+    for i, line in enumerate(lines):
+        spec = _SPEC.match(line)
+        if spec:
+            out.append(" ".join(spec.group(2).replace("\\", "").split()))
+        else:
+            name = next((m.group(1) for m in (rx.match(line) for rx in _TEST_DEFS) if m), None)
+            if name is None:
+                name = next((m.group(1) for marker, rx in _ANNOTATED_DEFS if marker.search(previous)
+                             for m in [rx.match(line)] if m), None)
+            if name is not None:
+                doc = _PY_DOCSTRING_LINE.match(lines[i + 1]) if i + 1 < len(lines) else None
+                sentence = re.split(r"(?<=[.!?])\s", doc.group(2).rstrip("\"'"))[0] if doc else ""
+                out.append(sentence if len(sentence.split()) >= MIN_TEST_WORDS else humanise(name))
+        if line.strip():
+            previous = line
+    return [d for d in out if len(d.split()) >= MIN_TEST_WORDS and not d.lower().startswith(("todo", "fixme"))]
+
+
+def behaviour_pairs_of(commit: Commit, snapshot: Path, why: Rejections) -> list[dict]:
+    """The queries of the tests a narrow commit adds beside its source change (at most TESTS_PER_COMMIT),
+    each with the commit's gold; none when it adds no test that states a behaviour."""
+    if _BOT.search(commit.author):
+        why.add("bot")
+        return []
+    gold = narrow_gold(commit, snapshot, why)
+    if gold is None:
+        return []
+    found = [d for f in commit.files if file_role(f.new_path, detect_language(f.new_path)) == TESTS
+             for d in described_behaviours(f.added)]
+    if not found:
+        why.add("no test description")
+    return [{"query": d, "gold": gold, "sha": commit.sha} for d in found[:TESTS_PER_COMMIT]]
+
+
+COMMIT, TEST = "commit", "test"  # the kinds of query a history gives: a commit's message, a new test's description
+
+
+def mine(repo: str, gitdir: Path, snapshot: Path, commit: str, split: str, years: float = DEFAULT_YEARS,
+         kind: str = COMMIT) -> tuple[list[dict], Rejections]:
     """Every query of `repo`'s history against its snapshot, as dataset records (eval/datasets.py) of
-    kind ``commit`` in corpus ``history``."""
+    `kind` (COMMIT: commit messages; TEST: the descriptions of the tests commits add) in corpus ``history``."""
     why = Rejections()
     out: list[dict] = []
     seen: set[str] = set()
     for c in commits(gitdir, commit, years):
-        pair = pair_of(c, snapshot, why)
-        if pair is None:
-            continue
-        if pair["query"].lower() in seen:
-            why.add("duplicate message")
-            continue
-        seen.add(pair["query"].lower())
-        out.append({"id": f"history-{repo}@{pair['sha'][:12]}", "corpus": "history", "query": pair["query"],
-                    "gold": pair["gold"], "kind": "commit", "split": split, "repo": repo, "commit": commit})
+        pairs = behaviour_pairs_of(c, snapshot, why) if kind == TEST else [p for p in [pair_of(c, snapshot, why)] if p]
+        for n, pair in enumerate(pairs):
+            if pair["query"].lower() in seen:
+                why.add("duplicate message")
+                continue
+            seen.add(pair["query"].lower())
+            suffix = f":test{n}" if kind == TEST else ""
+            out.append({"id": f"history-{repo}@{pair['sha'][:12]}{suffix}", "corpus": "history", "query": pair["query"],
+                        "gold": pair["gold"], "kind": kind, "split": split, "repo": repo, "commit": commit})
     return out, why
 
 

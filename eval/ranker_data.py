@@ -9,13 +9,16 @@ Four steps, each a subcommand, each resumable (a finished repository is skipped)
 3. ``queries``: the commit queries of eval/history.py, and docstring queries from the index (the first
    sentence of a definition's leading doc comment or docstring, DOCSTRING_LIMIT per repository), as dataset
    records (eval/datasets.py) in ``<data>/queries/<owner>+<name>.jsonl``, with queries that name code
-   (a definition by its name in three spellings, a name's callers, its tests: NAME_LIMIT, USAGE_LIMIT); ``heldout`` joins those of the
-   held-out repositories in ``<data>/heldout.jsonl``, a dataset ``coderag eval --dataset`` reads; ``hand``
-   dumps the legs of the eval's tune-split questions, which the ranker also learns from (indexed by
-   ``coderag eval`` first).
+   (a definition by its name in three spellings, a name's callers, its tests: NAME_LIMIT, USAGE_LIMIT); and
+   in ``<owner>+<name>.tests.jsonl`` the descriptions of the tests those commits added (eval/history.py's
+   TEST queries: a source mined in a pass of its own, so the main file is not made again); ``heldout``
+   joins those of the held-out repositories in ``<data>/heldout.jsonl``, a dataset ``coderag eval
+   --dataset`` reads; ``hand`` dumps the legs of the eval's tune-split questions, which the ranker also
+   learns from (indexed by ``coderag eval`` first).
 4. ``dump``: each query's candidates from each leg, at DUMP_DEPTH, with the nodes they name, in
-   ``<data>/dump/<owner>+<name>.json.gz``. Features are computed from a dump (eval/train_ranker.py) by the
-   same function the search runs (pipelines/features.py), so they can change without searching again.
+   ``<data>/dump/<owner>+<name>[.<source>].json.gz``, one per queries file. Features are computed from a
+   dump (eval/train_ranker.py) by the same function the search runs (pipelines/features.py), so they can
+   change without searching again.
 
 Usage::
 
@@ -38,7 +41,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from coderag.eval.history import DEFAULT_YEARS, HELDOUT, HISTORY_REPOS, make_snapshot, mine
+from coderag.eval.history import DEFAULT_YEARS, HELDOUT, HISTORY_REPOS, TEST, make_snapshot, mine
 from coderag.eval.snapshots import SNAPSHOTS, snapshot_name
 
 DUMP_DEPTH = 50  # deeper than the search's legs go, so a deeper setting can be tried on the same dump
@@ -110,8 +113,19 @@ def docstring_queries(root: Path, repo: str, split: str, limit: int = DOCSTRING_
     return out
 
 
-def queries_file(data: Path, repo: str) -> Path:
-    return data / "queries" / (repo.replace("/", "+") + ".jsonl")
+TESTS_SOURCE = "tests"  # <repo>.tests.jsonl: the descriptions of the tests commits added (eval/history.py)
+
+
+def queries_file(data: Path, repo: str, source: str = "") -> Path:
+    """Where a repository's queries of one source are: ``<repo>.jsonl`` (commits, docstrings, names), or
+    ``<repo>.<source>.jsonl`` for a source mined in a pass of its own."""
+    return data / "queries" / (repo.replace("/", "+") + (f".{source}" if source else "") + ".jsonl")
+
+
+def queries_files(data: Path, repo: str) -> list[Path]:
+    """Every queries file of a repository, its main one first."""
+    main = queries_file(data, repo)
+    return [p for p in [main] if p.is_file()] + sorted(main.parent.glob(main.name.replace(".jsonl", ".*.jsonl")))
 
 
 def _write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
@@ -290,18 +304,24 @@ def main(argv: Iterable[str] | None = None) -> int:
             sha, _, split = HISTORY_REPOS[repo]
             folder = snapshot_folder(root, repo)
             gitdir = a.mirror / repo.replace("/", "+") / "repo"
-            out = queries_file(a.data, repo)
-            if out.is_file():
+            out, tests_out = queries_file(a.data, repo), queries_file(a.data, repo, TESTS_SOURCE)
+            if out.is_file() and tests_out.is_file():
                 continue
             if not (folder / ".coderag").is_dir() or not gitdir.is_dir():
                 print(f"[{n}/{len(repos)}] {repo}: no indexed snapshot or git dir; skipped", file=sys.stderr)
                 continue
-            found, why = mine(repo, gitdir, folder, sha, split, a.years)
-            docs = docstring_queries(folder, repo, split)
-            names = name_queries(folder, repo, split)
-            _write_jsonl(out, found + docs + names)
-            print(f"[{n}/{len(repos)}] {repo}: {len(found)} commits, {len(docs)} docstrings, {len(names)} names; "
-                  f"rejected {dict(sorted(why.counts.items()))}", file=sys.stderr, flush=True)
+            if not out.is_file():
+                found, why = mine(repo, gitdir, folder, sha, split, a.years)
+                docs = docstring_queries(folder, repo, split)
+                names = name_queries(folder, repo, split)
+                _write_jsonl(out, found + docs + names)
+                print(f"[{n}/{len(repos)}] {repo}: {len(found)} commits, {len(docs)} docstrings, {len(names)} names; "
+                      f"rejected {dict(sorted(why.counts.items()))}", file=sys.stderr, flush=True)
+            if not tests_out.is_file():
+                found, why = mine(repo, gitdir, folder, sha, split, a.years, kind=TEST)
+                _write_jsonl(tests_out, found)
+                print(f"[{n}/{len(repos)}] {repo}: {len(found)} test descriptions; "
+                      f"rejected {dict(sorted(why.counts.items()))}", file=sys.stderr, flush=True)
         return 0
     if a.cmd == "hand":
         from coderag.eval.corpora import fetch
@@ -316,20 +336,22 @@ def main(argv: Iterable[str] | None = None) -> int:
             print(f"{name}: {count} queries", file=sys.stderr)
         return 0
     if a.cmd == "heldout":
-        records = [rec for repo in repos if HISTORY_REPOS[repo][2] == HELDOUT and queries_file(a.data, repo).is_file()
-                   for rec in _records(queries_file(a.data, repo))]
+        records = [rec for repo in repos if HISTORY_REPOS[repo][2] == HELDOUT
+                   for path in (queries_file(a.data, repo), queries_file(a.data, repo, TESTS_SOURCE)) if path.is_file()
+                   for rec in _records(path)]
         _write_jsonl(a.data / "heldout.jsonl", records)
         print(f"wrote {len(records)} queries to {a.data / 'heldout.jsonl'}", file=sys.stderr)
         return 0
     (a.data / "dump").mkdir(exist_ok=True)
     for n, repo in enumerate(repos, 1):
-        out = a.data / "dump" / (repo.replace("/", "+") + ".json.gz")
-        if out.is_file() or not queries_file(a.data, repo).is_file():
-            continue
-        t0 = time.perf_counter()
-        count = dump_repo(snapshot_folder(root, repo), list(_records(queries_file(a.data, repo))), out, a.depth)
-        print(f"[{n}/{len(repos)}] {repo}: {count} queries in {time.perf_counter() - t0:.0f} s", file=sys.stderr,
-              flush=True)
+        for path in queries_files(a.data, repo):
+            out = a.data / "dump" / path.name.replace(".jsonl", ".json.gz")
+            if out.is_file():
+                continue
+            t0 = time.perf_counter()
+            count = dump_repo(snapshot_folder(root, repo), list(_records(path)), out, a.depth)
+            print(f"[{n}/{len(repos)}] {path.stem}: {count} queries in {time.perf_counter() - t0:.0f} s",
+                  file=sys.stderr, flush=True)
     return 0
 
 

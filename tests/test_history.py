@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from coderag.eval.history import clean_message, describes_change, make_snapshot, mine
+from coderag.eval.history import TEST, clean_message, describes_change, make_snapshot, mine
 
 APP_V1 = '''\
 def login(user, password):
@@ -85,3 +85,28 @@ def test_history_reads_only_describing_subjects_and_cleans_messages() -> None:
     assert describes_change("fix(router): match a trailing slash on mounted routes")
     assert clean_message("Handle empty input in the tokenizer\n\nFixes #12.\nCloses: #13\nCo-authored-by: A <a@b>") \
         == "Handle empty input in the tokenizer"
+
+
+def test_history_mines_the_behaviours_new_tests_state_with_their_commits_gold(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _commit(repo, {"src/app.py": APP_V1, "tests/test_app.py": "def test_login(): pass\n"}, "Add the login flow")
+    wanted = _commit(repo, {"src/app.py": APP_V2, "tests/test_app.py": (
+        "def test_login(): pass\n\n\ndef test_login_retries_before_giving_up():\n    pass\n\n\n"
+        "def test_login_gives_up_after_retries():\n    \"\"\"A wrong password fails after three tries.\"\"\"\n"
+        "\n\ndef test_check(): pass\n")}, "wip")  # a message that says nothing: its tests still do
+    _commit(repo, {"src/app.py": APP_V2 + "\n", "pyproject.toml": "[project]\n",
+                   "tests/test_more.py": "def test_the_project_file_is_read_first(): pass\n"}, "wip")
+    head = _git(repo, "rev-parse", "HEAD").strip()
+    snapshot = make_snapshot(repo / ".git", head, tmp_path / "snap")
+
+    pairs, why = mine("dev/app", repo / ".git", snapshot, head, "heldout", years=1, kind=TEST)
+
+    # The docstring's sentence stands for its test; a name of fewer than four words states no behaviour.
+    assert [p["query"] for p in pairs] == ["login retries before giving up", "A wrong password fails after three tries."]
+    assert [p["id"] for p in pairs] == [f"history-dev/app@{wanted[:12]}:test0", f"history-dev/app@{wanted[:12]}:test1"]
+    assert all(p["kind"] == "test" and p["split"] == "heldout" for p in pairs)
+    assert pairs[0]["gold"] == [{"file_path": "src/app.py", "start_line": 1, "end_line": 5}]
+    # The last commit changes the project file beside its test; the first adds a test named in one word.
+    assert why.counts == {"other files": 1, "no test description": 1}

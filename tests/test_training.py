@@ -158,3 +158,14 @@ def test_query_adapter_a_wrong_file_is_refused_with_what_to_do(tmp_path: Path) -
     small = load_adapter(save_adapter(np.eye(8), tmp_path / "small.npz", {}))
     with pytest.raises(QueryAdapterError, match="maps 8-number embeddings; this model gives 384"):
         small([0.1] * 384)
+
+
+def test_a_repositorys_queries_files_are_its_main_file_then_each_source_mined_apart(tmp_path: Path) -> None:
+    from coderag.eval.ranker_data import TESTS_SOURCE, queries_file, queries_files
+
+    (tmp_path / "queries").mkdir()
+    for name in ("dev+app.tests.jsonl", "dev+app.jsonl", "dev+app.names.jsonl", "dev+application.jsonl"):
+        (tmp_path / "queries" / name).write_text("{}\n")
+    assert queries_file(tmp_path, "dev/app", TESTS_SOURCE).name == "dev+app.tests.jsonl"
+    assert [p.name for p in queries_files(tmp_path, "dev/app")] == [
+        "dev+app.jsonl", "dev+app.names.jsonl", "dev+app.tests.jsonl"]
