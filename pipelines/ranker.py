@@ -22,11 +22,11 @@ from coderag.pipelines.features import FEATURES
 
 MODEL_PATH = Path(__file__).resolve().parent / "ranker_model.json"
 # The payload's cuts, as ratios to the best candidate's probability, read off the model's probabilities on
-# the held-out repositories' commit queries (the calibration table `coderag train-ranker` prints; eval/RESULTS.md):
-# below 0.05 of the best lie 6% of the chunks that hold a gold line, so results under it are dropped before
-# packing; when the best chunk of a second file scores half the best or more, the first file is right about
-# half the time or less, so the payload lists more candidate places rather than fewer long blocks; below 0.02
-# of the best lie 2% of the gold chunks: not worth a candidate line.
+# the held-out repositories' commit queries (the calibration table `coderag train-ranker` prints;
+# eval/RESULTS.md): below 0.05 of the best lie about one in twenty of the chunks that hold a gold line, so
+# results under it are dropped before packing; when the best chunk of a second file scores half the best or
+# more, the first file is right about half the time or less, so the payload lists more candidate places
+# rather than fewer long blocks; below 0.02 of the best lie 2% of the gold chunks: not worth a candidate line.
 LEARNED_CUT_RATIO = 0.05
 LEARNED_FLAT_RATIO = 0.5
 LEARNED_FLOOR_RATIO = 0.02
