@@ -16,7 +16,8 @@ eval/RESULTS.md); a record without one is ``tune``. ``kind`` is one of:
 - ``natural``: describes behaviour without the symbol's identifiers or their word parts;
 - ``docstring``: a docstring's first sentence (CodeSearchNet style);
 - ``issue``: a bug report as a user would file it, maybe with a short traceback;
-- ``commit``: a commit's message, its gold the source lines it changed (mined: eval/history.py).
+- ``commit``: a commit's message, its gold the source lines it changed (mined: eval/history.py);
+- ``test``: the description of a test a commit added, with that commit's gold (mined: eval/history.py).
 
 Command line::
 
