@@ -94,6 +94,20 @@ def test_train_ranker_cross_validates_reports_and_writes_a_model_the_search_load
     assert (dumped / "features").is_dir()  # the features are cached beside the dumps, for the next run
 
 
+def test_train_ranker_scores_our_own_questions_and_never_trains_on_them(dumped: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(dumped / "dump", data / "dump")
+    shutil.copy(data / "dump" / (HELD_OUT.replace("/", "+") + ".json.gz"), data / "dump" / "hand+click.json.gz")
+    out = tmp_path / "model.json"
+    result = CliRunner().invoke(main, ["train-ranker", "--data", str(data), "--folds", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "## the tune split's hand-written questions (never trained on)" in result.output
+    checked = result.output.split("never trained on")[1].split("## held-out repositories")[0]
+    assert "| learned | all | 8 |" in checked and "| rules (chosen on them) | all | 8 |" in checked
+    info = json.loads(out.read_text(encoding="utf-8"))["info"]
+    assert "hand/click" not in info["trained_on"] and info["queries"] == 4 * len(QUERIES)
+
+
 def test_train_ranker_with_too_few_dumps_says_what_to_make(tmp_path: Path) -> None:
     (tmp_path / "dump").mkdir()
     result = CliRunner().invoke(main, ["train-ranker", "--data", str(tmp_path), "--folds", "3"])
