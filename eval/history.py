@@ -15,8 +15,8 @@ states a behaviour of that change in its name, docstring or spec string ("return
 matches"), with the commit's gold. These read like a question about what code does, which a commit
 message does not; and the text they are found by lies in the test, not in the gold.
 
-One snapshot per repository is indexed (a pinned commit, `HISTORY_REPOS`), and the commits of the
-`years` before it whose source files all still exist there are mined from it. Queries never cross
+One snapshot per repository is indexed (a pinned commit, `HISTORY_REPOS` in eval/history_repos.py), and
+the commits of the `years` before it whose source files all still exist there are mined from it. Queries never cross
 repositories, and the split (train or heldout) is the repository's, never the query's.
 
 This module only reads git; nothing it makes is committed (the queries quote public commit messages):
@@ -50,73 +50,6 @@ DEFAULT_YEARS = 5.0
 
 CODE_LANGUAGES = frozenset({"python", "javascript", "typescript", "tsx", "go", "rust", "java", "c", "cpp",
                             "csharp", "ruby", "php", "kotlin", "scala", "swift", "lua"})
-
-# The repositories mined, each at the snapshot commit that is indexed, and the split it belongs to.
-# None is reserved for independent evaluation (DEVELOPERS.md); none is a corpus of eval/datasets.
-# Held-out repositories are never trained or tuned on: one or two of each language.
-TRAIN, HELDOUT = "train", "heldout"
-HISTORY_REPOS: dict[str, tuple[str, str, str]] = {  # repo -> (snapshot commit, language, split)
-    "Delgan/loguru": ("2a17be730e11", "python", TRAIN),
-    "PyCQA/flake8": ("48f2ca8bf7c1", "python", TRAIN),
-    "encode/httpx": ("ae1b9f66238f", "python", TRAIN),
-    "encode/starlette": ("cb8f84f5284d", "python", TRAIN),
-    "pallets/werkzeug": ("1b00618e787f", "python", TRAIN),
-    "psf/black": ("8947c48ef207", "python", TRAIN),
-    "python-attrs/attrs": ("c1dc5dcba16e", "python", TRAIN),
-    "tornadoweb/tornado": ("e530031405e2", "python", TRAIN),
-    "tox-dev/tox": ("ccb12fc2e1bb", "python", TRAIN),
-    "marshmallow-code/marshmallow": ("341b927f2192", "python", TRAIN),
-    "python-jsonschema/jsonschema": ("b37f7be6dc79", "python", TRAIN),
-    "encode/uvicorn": ("e6c7ce791fc6", "python", TRAIN),
-    "hynek/structlog": ("025edaf799c6", "python", HELDOUT),
-    "pre-commit/pre-commit": ("a9bba55a3f74", "python", HELDOUT),
-    "axios/axios": ("23a25af0688d", "javascript", TRAIN),
-    "expressjs/express": ("a3714473feb3", "javascript", TRAIN),
-    "fastify/fastify": ("83e69762aff0", "javascript", TRAIN),
-    "mochajs/mocha": ("e6b9ee773481", "javascript", TRAIN),
-    "tj/commander.js": ("ba6d13ddb424", "javascript", TRAIN),
-    "yargs/yargs": ("2a4378bdc2ea", "typescript", TRAIN),
-    "immerjs/immer": ("061c2425e1c9", "typescript", TRAIN),
-    "sindresorhus/got": ("d00d845a0b43", "typescript", TRAIN),
-    "koajs/koa": ("e0ba8ef39d27", "javascript", HELDOUT),
-    "pmndrs/zustand": ("f094eebe9bd3", "typescript", HELDOUT),
-    "charmbracelet/bubbletea": ("73b6d91ac1c3", "go", TRAIN),
-    "spf13/cobra": ("adbc8813901b", "go", TRAIN),
-    "spf13/viper": ("528f7416c4b5", "go", TRAIN),
-    "stretchr/testify": ("12f8b5612e12", "go", TRAIN),
-    "uber-go/zap": ("5b81b37b81b8", "go", TRAIN),
-    "urfave/cli": ("1305a08200f7", "go", TRAIN),
-    "sirupsen/logrus": ("87434bb3a736", "go", TRAIN),
-    "junegunn/fzf": ("956562daaa82", "go", TRAIN),
-    "redis/go-redis": ("216593cc01fa", "go", TRAIN),
-    "go-chi/chi": ("735ae2b87f8c", "go", HELDOUT),
-    "labstack/echo": ("05489dc17301", "go", HELDOUT),
-    "clap-rs/clap": ("6982fb1c98c7", "rust", TRAIN),
-    "rust-lang/log": ("037d7a58f6ad", "rust", TRAIN),
-    "sharkdp/bat": ("2ba8db9c14e5", "rust", TRAIN),
-    "tokio-rs/axum": ("3d78036dcac2", "rust", TRAIN),
-    "tokio-rs/tracing": ("f40ccdaa03cf", "rust", TRAIN),
-    "dtolnay/anyhow": ("1dbe1862aae6", "rust", TRAIN),
-    "hyperium/hyper": ("8fcaf1a62787", "rust", TRAIN),
-    "serde-rs/serde": ("1023d077510b", "rust", TRAIN),
-    "sharkdp/fd": ("ee20f426ddf3", "rust", HELDOUT),
-    "seanmonstar/reqwest": ("065a5ae5209d", "rust", HELDOUT),
-    "apache/commons-lang": ("d15939ef46f0", "java", TRAIN),
-    "google/auto": ("2776e288bd30", "java", TRAIN),
-    "jhy/jsoup": ("46b620860af9", "java", TRAIN),
-    "mockito/mockito": ("ee8a330da021", "java", TRAIN),
-    "square/retrofit": ("0b118105fe84", "java", TRAIN),
-    "FasterXML/jackson-core": ("b367da1c30a2", "java", TRAIN),
-    "square/javapoet": ("b9017a9503b7", "java", HELDOUT),
-    "fmtlib/fmt": ("60ccad511fd6", "cpp", TRAIN),
-    "jqlang/jq": ("579e6f76cffd", "c", TRAIN),
-    "libuv/libuv": ("6179e7af8741", "c", TRAIN),
-    "guzzle/guzzle": ("2779e868a002", "php", TRAIN),
-    "jekyll/jekyll": ("202df571314b", "ruby", TRAIN),
-    "rack/rack": ("8bf4eb078498", "ruby", TRAIN),
-    "gabime/spdlog": ("62302019babd", "cpp", HELDOUT),
-    "sinatra/sinatra": ("cb22afd7902b", "ruby", HELDOUT),
-}
 
 _TRAILER = re.compile(r"^[A-Za-z][A-Za-z0-9-]*(-by|-[Ii]d|-[Tt]o)?:\s+\S.*$")
 _TRAILER_KEYS = re.compile(r"^(signed-off|co-authored|reviewed|acked|tested|reported|suggested|helped|cc|"

@@ -41,7 +41,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from coderag.eval.history import DEFAULT_YEARS, HELDOUT, HISTORY_REPOS, TEST, make_snapshot, mine
+from coderag.eval.history import DEFAULT_YEARS, TEST, make_snapshot, mine
+from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS
 from coderag.eval.snapshots import SNAPSHOTS, snapshot_name
 
 DUMP_DEPTH = 50  # deeper than the search's legs go, so a deeper setting can be tried on the same dump

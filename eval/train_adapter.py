@@ -32,7 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from coderag.eval.history import HELDOUT, HISTORY_REPOS, TRAIN
+from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS, TRAIN
 
 TAU = 0.05  # cosines of this embedder lie within ~0.6 of each other: 0.05 spreads them over a useful softmax
 GRID = ((0.001, 1), (0.001, 3), (0.01, 1), (0.01, 3), (0.1, 3))  # (penalty, epochs)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from coderag.eval.history import HELDOUT, HISTORY_REPOS, TRAIN
+from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS, TRAIN
 from coderag.eval.metrics import Result, Span, mean, score_ranking
 
 DEFAULT_FOLDS = 5

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from coderag.base.config import Settings
 from coderag.cli import main
-from coderag.eval.history import HELDOUT, HISTORY_REPOS, TRAIN
+from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS, TRAIN
 from coderag.eval.ranker_data import dump_repo, load_dump, snapshot_folder
 from coderag.pipelines.code_index import CodeIndex
 from coderag.pipelines.features import FEATURES
