@@ -20,8 +20,8 @@ the commits of the `years` before it whose source files all still exist there ar
 repositories, and the split (train or heldout) is the repository's, never the query's.
 
 This module only reads git; nothing it makes is committed (the queries quote public commit messages):
-``python -m coderag.eval.history`` rebuilds them, and eval/README.md says how the whole training set is
-made.
+``python -m coderag.eval.ranker_data queries`` rebuilds them, and eval/README.md says how the whole training
+set is made.
 
 Examples:
     >>> clean_message("Fix the parser (#123)\\n\\nIt dropped tabs.\\n\\nSigned-off-by: A <a@b.c>")
