@@ -262,22 +262,20 @@ def narrow_gold(commit: Commit, snapshot: Path, why: Rejections) -> list[dict] |
     return gold
 
 
-def pair_of(commit: Commit, snapshot: Path, why: Rejections) -> dict | None:
-    """The query and gold of one commit against a snapshot folder, or None (the reason counted in `why`)."""
-    if _BOT.search(commit.author):
-        why.add("bot")
-        return None
+def message_pairs_of(commit: Commit, snapshot: Path, why: Rejections) -> list[dict]:
+    """The query of a narrow commit whose message describes its change, with its gold; none for any other
+    (the reason counted in `why`)."""
     if not describes_change(commit.subject):
         why.add("message")
-        return None
+        return []
     gold = narrow_gold(commit, snapshot, why)
     if gold is None:
-        return None
+        return []
     query = clean_message(commit.message)
     if len(query.split()) < MIN_SUBJECT_WORDS:
         why.add("message")
-        return None
-    return {"query": query, "gold": gold, "sha": commit.sha}
+        return []
+    return [{"query": query, "gold": gold, "sha": commit.sha}]
 
 
 TESTS_PER_COMMIT = 3  # a commit that adds twenty tests is one change, not twenty
@@ -286,9 +284,6 @@ TESTS_PER_COMMIT = 3  # a commit that adds twenty tests is one change, not twent
 def behaviour_pairs_of(commit: Commit, snapshot: Path, why: Rejections) -> list[dict]:
     """The queries of the tests a narrow commit adds beside its source change (at most TESTS_PER_COMMIT),
     each with the commit's gold; none when it adds no test that states a behaviour."""
-    if _BOT.search(commit.author):
-        why.add("bot")
-        return []
     gold = narrow_gold(commit, snapshot, why)
     if gold is None:
         return []
@@ -305,12 +300,17 @@ COMMIT, TEST = "commit", "test"  # the kinds of query a history gives: a commit'
 def mine(repo: str, gitdir: Path, snapshot: Path, commit: str, split: str, years: float = DEFAULT_YEARS,
          kind: str = COMMIT) -> tuple[list[dict], Rejections]:
     """Every query of `repo`'s history against its snapshot, as dataset records (eval/datasets.py) of
-    `kind` (COMMIT: commit messages; TEST: the descriptions of the tests commits add) in corpus ``history``."""
+    `kind` (COMMIT: commit messages; TEST: the descriptions of the tests commits add) in corpus ``history``.
+    A bot's commits give neither."""
     why = Rejections()
     out: list[dict] = []
     seen: set[str] = set()
+    pairs_of = behaviour_pairs_of if kind == TEST else message_pairs_of
     for c in commits(gitdir, commit, years):
-        pairs = behaviour_pairs_of(c, snapshot, why) if kind == TEST else [p for p in [pair_of(c, snapshot, why)] if p]
+        if _BOT.search(c.author):
+            why.add("bot")
+            continue
+        pairs = pairs_of(c, snapshot, why)
         for n, pair in enumerate(pairs):
             if pair["query"].lower() in seen:
                 why.add("duplicate message")
