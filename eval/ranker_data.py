@@ -3,7 +3,7 @@ candidates as the legs return them, dumped once per repository.
 
 Four steps, each a subcommand, each resumable (a finished repository is skipped):
 
-1. ``snapshots``: each repository of eval/history.py at its pinned commit, from bare git directories with
+1. ``snapshots``: each repository of eval/history_repos.py at its pinned commit, from bare git directories with
    full history (``<mirror>/<owner>+<name>/repo``), written to ``<out>/<owner>+<name>@<commit>``.
 2. ``index``: ``coderag index`` of every snapshot (vectors and all; the slow step: minutes per repository).
 3. ``queries``: the commit queries of eval/history.py, and docstring queries from the index (the first

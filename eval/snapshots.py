@@ -65,8 +65,8 @@ SNAPSHOTS: dict[str, SnapshotCorpus] = {
         env="CODERAG_HISTORY_DIR",
         prepare="python -m coderag.eval.ranker_data snapshots",
         languages=("python", "javascript", "typescript", "go", "rust", "java", "c", "cpp", "ruby", "php"),
-        description="Commit messages and docstrings mined from the histories of the repositories of "
-                    "eval/history.py, one snapshot per repository (eval/README.md).",
+        description="Commit messages, test descriptions and docstrings mined from the histories of the "
+                    "repositories of eval/history_repos.py, one snapshot per repository (eval/README.md).",
     ),
 }
 

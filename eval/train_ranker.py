@@ -9,7 +9,7 @@ standard learner for ranking; it trains in a minute on a few hundred thousand ro
 candidates in about a millisecond).
 
 The folds never split a repository: every number below "cv" is on repositories the model of that fold was
-not trained on, and held-out repositories (eval/history.py) are scored once, by the model trained on every
+not trained on, and held-out repositories (eval/history_repos.py) are scored once, by the model trained on every
 training repository with the setting the folds chose. It learns only from the mined queries, none of which
 we wrote: the eval's tune-split questions (HAND_WRITTEN), where they are dumped, are scored beside the
 held-out repositories as a check it never trained on.

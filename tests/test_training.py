@@ -59,7 +59,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def dumped(indexed: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data folder with the tiny repository's legs dumped under the names of four training repositories and
-    one held-out repository (the trainers read the repositories of eval/history.py by name)."""
+    one held-out repository (the trainers read the repositories of eval/history_repos.py by name)."""
     data = tmp_path_factory.mktemp("data")
     (data / "dump").mkdir()
     first = data / "dump" / "first.json.gz"
@@ -119,7 +119,7 @@ def test_train_adapter_chooses_reports_and_writes_an_adapter_the_search_loads(in
                                                                               tmp_path: Path) -> None:
     snapshots = tmp_path / "snapshots"
     snapshots.mkdir()
-    for repo in TRAINING + [HELD_OUT]:  # each repository's indexed snapshot, where eval/history.py puts it
+    for repo in TRAINING + [HELD_OUT]:  # each repository's indexed snapshot, where ranker_data.py puts it
         snapshot_folder(snapshots, repo).symlink_to(indexed, target_is_directory=True)
     out = tmp_path / "adapter.npz"
     result = CliRunner().invoke(main, ["train-adapter", "--data", str(dumped), "--snapshots", str(snapshots),
