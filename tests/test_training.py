@@ -183,3 +183,40 @@ def test_a_repositorys_queries_files_are_its_main_file_then_each_source_mined_ap
     assert queries_file(tmp_path, "dev/app", TESTS_SOURCE).name == "dev+app.tests.jsonl"
     assert [p.name for p in queries_files(tmp_path, "dev/app")] == [
         "dev+app.jsonl", "dev+app.names.jsonl", "dev+app.tests.jsonl"]
+
+
+def test_ranker_ablations_train_each_variant_and_score_it_beside_the_rules(dumped: Path, capsys) -> None:
+    from coderag.eval.ranker_ablations import main as ablations
+
+    variants = ["base", "drop:file+weight:commit=0", "objective:binary", "also:natural=0.5", "monotone"]
+    assert ablations(["--data", str(dumped), *variants]) == 0
+    out = capsys.readouterr().out
+    assert "| rules | held-out repositories | 8 |" in out
+    for v in variants:
+        assert f"| {v} | held-out repositories | 8 |" in out
+
+
+def test_ranker_ablations_a_dropped_feature_is_never_split_on(dumped: Path) -> None:
+    from coderag.eval.ranker_ablations import feature_groups, parse_variant, shipped_size, train
+    from coderag.eval.train_ranker import load_rows
+    from coderag.pipelines.ranker import MODEL_PATH
+
+    qs = [q for rows in load_rows(dumped, Settings(), TRAINING).values() for q in rows]
+    params, _ = shipped_size(MODEL_PATH)
+    params = {**params, "min_data_in_leaf": 2, "min_data_in_bin": 1}  # a tiny set: let the trees split
+    splits = train(parse_variant("base"), qs, params, 20).boosters[0].feature_importance("split")
+    used = {g: sum(splits[FEATURES.index(f)] for f in fs) for g, fs in feature_groups().items()}
+    group = max(used, key=used.get)  # the group the full model splits on most...
+    assert used[group] > 0
+    kept = train(parse_variant(f"drop:{group}"), qs, params, 20).boosters[0].feature_importance("split")
+    assert all(kept[FEATURES.index(f)] == 0 for f in feature_groups()[group])  # ...is never split on once dropped
+
+
+def test_ranker_ablations_a_variant_it_cannot_read_is_refused_with_what_to_do(tmp_path: Path, capsys) -> None:
+    from coderag.eval.ranker_ablations import main as ablations
+
+    assert ablations(["--data", str(tmp_path), "drop:colour"]) == 2
+    err = capsys.readouterr().err
+    assert "'colour' is neither a feature nor one of the groups" in err and "--help" in err
+    assert ablations(["--data", str(tmp_path), "weight:commit=lots"]) == 2
+    assert "needs a number" in capsys.readouterr().err

@@ -1,0 +1,225 @@
+"""Ablations of the learned ranker over the dumped legs (eval/ranker_data.py): each variant is the shipped
+model's training (eval/train_ranker.py: every training repository's mined queries, the size the model file
+records) with one thing changed, scored on the tune split's hand-written questions (never trained on) and on
+the held-out repositories, beside the rules. What the learned ranker does with a kind of evidence or data is
+a command here, so a claim about it can be run again when the data changes.
+
+A variant is one argument; several changes join with "+" (``weight:docstring=0.25+drop:file``):
+
+    base                      the shipped model's training, unchanged
+    weight:KIND=W[,KIND=W]    the queries of a kind weigh W (0 leaves them out)
+    drop:NAME                 a feature held at 0, or a group of them: query, leg, file, field, candidate
+    objective:NAME            LightGBM's objective: lambdarank, rank_xendcg, or binary (a chunk that holds a
+                              gold line against every other candidate, with no query groups)
+    leaves:N                  trees of N leaves
+    monotone                  the legs' shares and a file's best shares may only raise a score, ranks only lower it
+    also:KIND[/KIND]=A        plus A x the scores of a second model trained on those kinds alone
+
+The numbers are file R@1 (and R@5 over all) as train-ranker reports them, over the dumped legs: the search's
+payload packing is not in them (`coderag eval` measures that).
+
+Usage::
+
+    python -m coderag.eval.ranker_ablations --data /work/rank base drop:file weight:docstring=0 also:test=0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS, TRAIN
+from coderag.eval.metrics import Result
+from coderag.eval.train_ranker import BASE_PARAMS, HAND_WRITTEN, QueryRows, load_rows, metrics_of
+
+OBJECTIVES = ("lambdarank", "rank_xendcg", "binary")
+# What `monotone` constrains: more of a leg's score may only help a candidate, a worse rank only hurt it.
+RISING = ("dense_share", "bm25_share", "file_dense_max", "file_bm25_max", "best_of_file_dense", "best_of_file_bm25")
+FALLING = ("dense_rank", "bm25_rank")
+KINDS_SHOWN = ("natural", "issue", "identifier", "docstring", "commit", "test")
+
+
+class AblationError(ValueError):
+    """A variant that cannot be read."""
+
+
+@dataclass
+class Variant:
+    spec: str
+    weights: dict[str, float] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+    objective: str = "lambdarank"
+    leaves: int | None = None
+    monotone: bool = False
+    also: tuple[tuple[str, ...], float] | None = None
+
+
+def feature_groups() -> dict[str, tuple[str, ...]]:
+    from coderag.pipelines import features as f
+
+    return {"query": f.QUERY_FEATURES, "leg": f.LEG_FEATURES, "file": f.FILE_FEATURES, "field": f.FIELD_FEATURES,
+            "candidate": f.CANDIDATE_FEATURES}
+
+
+def parse_variant(spec: str) -> Variant:
+    """The variant an argument names; AblationError says what is wrong with one that names none."""
+    from coderag.pipelines.features import FEATURES
+
+    v = Variant(spec)
+    for part in spec.split("+"):
+        name, _, arg = part.partition(":")
+        try:
+            if name == "base" and not arg:
+                continue
+            if name == "monotone" and not arg:
+                v.monotone = True
+            elif name == "weight":
+                for pair in arg.split(","):
+                    kind, _, w = pair.partition("=")
+                    v.weights[kind] = float(w)
+            elif name == "drop":
+                group = feature_groups().get(arg)
+                if group is None and arg not in FEATURES:
+                    raise AblationError(f"{arg!r} is neither a feature nor one of the groups "
+                                        f"{', '.join(feature_groups())}")
+                v.dropped += list(group or (arg,))
+            elif name == "objective":
+                if arg not in OBJECTIVES:
+                    raise AblationError(f"objective {arg!r}: expected one of {', '.join(OBJECTIVES)}")
+                v.objective = arg
+            elif name == "leaves":
+                v.leaves = int(arg)
+            elif name == "also":
+                kinds, _, a = arg.partition("=")
+                v.also = (tuple(kinds.split("/")), float(a))
+            else:
+                raise AblationError(f"unknown change {part!r}")
+        except ValueError as exc:
+            if isinstance(exc, AblationError):
+                raise AblationError(f"variant {spec!r}: {exc}") from None
+            raise AblationError(f"variant {spec!r}: {part!r} needs a number where it has {arg!r}") from None
+    return v
+
+
+def _matrix(qs: Sequence[QueryRows], dropped: Sequence[int]):
+    import numpy as np
+
+    X = np.array([row for q in qs for row in q.rows], dtype=np.float32).reshape(-1, len(qs[0].rows[0]) if qs else 0)
+    if dropped:
+        X[:, list(dropped)] = 0.0
+    return X
+
+
+@dataclass
+class Scorer:
+    """A variant's trained model: scores one query's candidates. `boosters` are the model and, for `also`, the
+    second model, whose scores are added `also_weight` times."""
+
+    boosters: list[Any]
+    dropped: list[int]
+    also_weight: float = 0.0
+
+    def __call__(self, q: QueryRows) -> Any:
+        X = _matrix([q], self.dropped)
+        s = self.boosters[0].predict(X)
+        for b in self.boosters[1:]:
+            s = s + self.also_weight * b.predict(X)
+        return s
+
+
+def train(variant: Variant, qs: Sequence[QueryRows], params: dict[str, Any], rounds: int) -> Scorer:
+    """A scorer of one query's candidates, trained on `qs` as the variant says."""
+    import lightgbm as lgb
+    import numpy as np
+
+    from coderag.pipelines.features import FEATURES
+
+    dropped = [FEATURES.index(f) for f in variant.dropped]
+
+    def fit(qs: Sequence[QueryRows]):
+        qs = [q for q in qs if any(q.labels) and variant.weights.get(q.record["kind"], 1.0) > 0]
+        p = {**BASE_PARAMS, **params, "objective": variant.objective}
+        if variant.leaves:
+            p["num_leaves"] = variant.leaves
+        if variant.monotone:
+            p["monotone_constraints"] = [1 if f in RISING else -1 if f in FALLING else 0 for f in FEATURES]
+            p["monotone_constraints_method"] = "intermediate"
+        binary = variant.objective == "binary"
+        if binary:  # pointwise: no groups, no ranking metric
+            p = {k: v for k, v in p.items() if k not in ("eval_at", "lambdarank_truncation_level")} | {"metric": "auc"}
+        y = np.array([(lab == 2) if binary else lab for q in qs for lab in q.labels], dtype=np.int32)
+        w = np.array([variant.weights.get(q.record["kind"], 1.0) for q in qs for _ in q.ids])
+        data = lgb.Dataset(_matrix(qs, dropped), y, weight=w, group=None if binary else [len(q.ids) for q in qs],
+                           feature_name=list(FEATURES), free_raw_data=False)
+        return lgb.train(p, data, num_boost_round=rounds)
+
+    boosters = [fit(qs)]
+    if variant.also:
+        boosters.append(fit([q for q in qs if q.record["kind"] in variant.also[0]]))
+    return Scorer(boosters, dropped, variant.also[1] if variant.also else 0.0)
+
+
+def ranked(score: Callable[[QueryRows], Any], q: QueryRows) -> list[Result]:
+    import numpy as np
+
+    if not q.ids:
+        return []
+    return [q.places[i] for i in np.argsort(-score(q), kind="stable")[:10]]
+
+
+def row(name: str, where: str, metrics: dict[str, dict[str, float]]) -> str:
+    every = metrics.get("all", {"n": 0, "recall@1": 0.0, "recall@5": 0.0})
+    kinds = [f"{metrics[k]['recall@1']:.3f}" if k in metrics else "" for k in KINDS_SHOWN]
+    return (f"| {name} | {where} | {int(every['n'])} | {every['recall@1']:.3f} | {every['recall@5']:.3f} | "
+            + " | ".join(kinds) + " |")
+
+
+def shipped_size(model: Path) -> tuple[dict[str, Any], int]:
+    """The tree size and rounds the shipped model was trained with (train-ranker's cross-validated choice)."""
+    info = json.loads(model.read_text(encoding="utf-8")).get("info", {})
+    return dict(info.get("params") or {"num_leaves": 31, "min_data_in_leaf": 100}), int(info.get("rounds") or 250)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m coderag.eval.ranker_ablations", description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", type=Path, required=True, help="the folder of eval/ranker_data.py (dump/)")
+    p.add_argument("variants", nargs="+", help="variants, as the module's docstring lists them")
+    a = p.parse_args(argv)
+    try:
+        variants = [parse_variant(s) for s in a.variants]
+    except AblationError as exc:
+        print(f"error: {exc}. `python -m coderag.eval.ranker_ablations --help` lists the changes.", file=sys.stderr)
+        return 2
+    from coderag.base.config import Settings
+    from coderag.pipelines.ranker import MODEL_PATH
+
+    settings = Settings()
+    split = {s: [r for r, (_, _, x) in HISTORY_REPOS.items() if x == s] for s in (TRAIN, HELDOUT)}
+    mined = [q for qs in load_rows(a.data, settings, split[TRAIN]).values() for q in qs]
+    if not mined:
+        print(f"error: no training repository has dumps in {a.data / 'dump'}; make them with `python -m "
+              f"coderag.eval.ranker_data` (eval/README.md says how).", file=sys.stderr)
+        return 2
+    checks = {"tune questions": [q for qs in load_rows(a.data, settings, HAND_WRITTEN).values() for q in qs],
+              "held-out repositories": [q for qs in load_rows(a.data, settings, split[HELDOUT]).values() for q in qs]}
+    params, rounds = shipped_size(MODEL_PATH)
+    print(f"trained on {len(mined)} mined queries; {params}, {rounds} rounds\n")
+    print("| variant | scored on | n | R@1 | R@5 | " + " | ".join(f"{k} R@1" for k in KINDS_SHOWN) + " |")
+    print("| --- | --- | ---: | ---: | ---: |" + " ---: |" * len(KINDS_SHOWN))
+    for where, qs in checks.items():
+        if qs:
+            print(row("rules", where, metrics_of((q, q.rules) for q in qs)), flush=True)
+    for v in variants:
+        score = train(v, mined, params, rounds)
+        for where, qs in checks.items():
+            if qs:
+                print(row(v.spec, where, metrics_of((q, ranked(score, q)) for q in qs)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
