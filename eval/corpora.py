@@ -208,6 +208,33 @@ CORPORA: dict[str, Corpus] = {
             description="A JSON library for Python written in Rust: the crate's sources.",
             excluded=("include/ (vendored C and Rust)", "pysrc/ (Python stubs)", "test/ (Python tests)"),
         ),
+        # Two more written the same way, as a tune split: what a ranking change is chosen on before it is
+        # scored, once, on the three above.
+        Corpus(
+            name="markdown-it",
+            registry="pypi",
+            package="markdown-it-py",
+            version="4.3.0",
+            sha256="91a58fa5b72c71a40cf7177250fd767480d7a2bb3ac426ccfb76fb90305fdaaa",
+            archive="markdown_it_py-4.3.0.tar.gz",
+            subdir="markdown_it",
+            languages=("python",),
+            description="A CommonMark parser in Python: the markdown_it package's sources.",
+            excluded=("tests/",),
+        ),
+        Corpus(
+            name="cryptography-rust",
+            registry="pypi",
+            package="cryptography",
+            version="50.0.2",
+            sha256="7b46165bb56eb4704e2eaaf86f3c940d19154535d9b0ca7d6d590b04060e00d5",
+            archive="cryptography-50.0.2.tar.gz",
+            subdir="src/rust/src",
+            languages=("rust",),
+            description="The Rust core of the cryptography package: its Python bindings over OpenSSL (keys, "
+                        "X.509, PKCS, ciphers).",
+            excluded=("src/cryptography (Python)", "src/rust/cryptography-* (the inner crates)", "tests/, docs/"),
+        ),
     )
 }
 
