@@ -192,5 +192,18 @@ CORPORA: dict[str, Corpus] = {
                         "X.509, PKCS, ciphers).",
             excluded=("src/cryptography (Python)", "src/rust/cryptography-* (the inner crates)", "tests/, docs/"),
         ),
+        Corpus(
+            name="query-core",
+            registry="npm",
+            package="@tanstack/query-core",
+            version="5.108.4",
+            sha256="7660b37f747ce33f1e5456299009dbe217a08514f402c13e633ae95727e361e0",
+            archive="tanstack-query-core-5.108.4.tgz",
+            subdir="src",
+            languages=("typescript",),
+            description="TanStack Query's framework-free core (caches, observers, retries): the TypeScript sources "
+                        "shipped in the npm package, type declarations and all.",
+            excluded=("build/ (compiled JavaScript and .d.ts)",),
+        ),
     )
 }
