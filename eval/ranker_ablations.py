@@ -30,11 +30,11 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS, TRAIN
-from coderag.eval.metrics import Result
-from coderag.eval.train_ranker import BASE_PARAMS, HAND_WRITTEN, QueryRows, load_rows, metrics_of
+from coderag.eval.train_ranker import (BASE_PARAMS, GRID, HAND_WRITTEN, ROUNDS, QueryRows, load_rows, metrics_of,
+                                       ranked_by, training_matrix)
 
 OBJECTIVES = ("lambdarank", "rank_xendcg", "binary")
 # What `monotone` constrains: more of a leg's score may only help a candidate, a worse rank only hurt it.
@@ -98,36 +98,35 @@ def parse_variant(spec: str) -> Variant:
                 v.also = (tuple(kinds.split("/")), float(a))
             else:
                 raise AblationError(f"unknown change {part!r}")
-        except ValueError as exc:
-            if isinstance(exc, AblationError):
-                raise AblationError(f"variant {spec!r}: {exc}") from None
+        except AblationError as exc:
+            raise AblationError(f"variant {spec!r}: {exc}") from None
+        except ValueError:
             raise AblationError(f"variant {spec!r}: {part!r} needs a number where it has {arg!r}") from None
     return v
 
 
-def _matrix(qs: Sequence[QueryRows], dropped: Sequence[int]):
-    import numpy as np
-
-    X = np.array([row for q in qs for row in q.rows], dtype=np.float32).reshape(-1, len(qs[0].rows[0]) if qs else 0)
+def _masked(X: Any, dropped: Sequence[int]) -> Any:
     if dropped:
+        X = X.copy()
         X[:, list(dropped)] = 0.0
     return X
 
 
 @dataclass
 class Scorer:
-    """A variant's trained model: scores one query's candidates. `boosters` are the model and, for `also`, the
-    second model, whose scores are added `also_weight` times."""
+    """A variant's trained model, scoring rows of FEATURES like a booster (so train_ranker.ranked_by orders a
+    query's candidates by it). `boosters` are the model and, for `also`, the second model, whose scores are
+    added `also_weight` times."""
 
     boosters: list[Any]
     dropped: list[int]
     also_weight: float = 0.0
 
-    def __call__(self, q: QueryRows) -> Any:
-        X = _matrix([q], self.dropped)
-        s = self.boosters[0].predict(X)
+    def predict(self, X: Any, num_iteration: int | None = None) -> Any:
+        X = _masked(X, self.dropped)
+        s = self.boosters[0].predict(X, num_iteration=num_iteration)
         for b in self.boosters[1:]:
-            s = s + self.also_weight * b.predict(X)
+            s = s + self.also_weight * b.predict(X, num_iteration=num_iteration)
         return s
 
 
@@ -151,24 +150,16 @@ def train(variant: Variant, qs: Sequence[QueryRows], params: dict[str, Any], rou
         binary = variant.objective == "binary"
         if binary:  # pointwise: no groups, no ranking metric
             p = {k: v for k, v in p.items() if k not in ("eval_at", "lambdarank_truncation_level")} | {"metric": "auc"}
-        y = np.array([(lab == 2) if binary else lab for q in qs for lab in q.labels], dtype=np.int32)
+        X, y, groups = training_matrix(qs)
         w = np.array([variant.weights.get(q.record["kind"], 1.0) for q in qs for _ in q.ids])
-        data = lgb.Dataset(_matrix(qs, dropped), y, weight=w, group=None if binary else [len(q.ids) for q in qs],
-                           feature_name=list(FEATURES), free_raw_data=False)
+        data = lgb.Dataset(_masked(X, dropped), (y == 2).astype(np.int32) if binary else y, weight=w,
+                           group=None if binary else groups, feature_name=list(FEATURES), free_raw_data=False)
         return lgb.train(p, data, num_boost_round=rounds)
 
     boosters = [fit(qs)]
     if variant.also:
         boosters.append(fit([q for q in qs if q.record["kind"] in variant.also[0]]))
     return Scorer(boosters, dropped, variant.also[1] if variant.also else 0.0)
-
-
-def ranked(score: Callable[[QueryRows], Any], q: QueryRows) -> list[Result]:
-    import numpy as np
-
-    if not q.ids:
-        return []
-    return [q.places[i] for i in np.argsort(-score(q), kind="stable")[:10]]
 
 
 def row(name: str, where: str, metrics: dict[str, dict[str, float]]) -> str:
@@ -179,9 +170,10 @@ def row(name: str, where: str, metrics: dict[str, dict[str, float]]) -> str:
 
 
 def shipped_size(model: Path) -> tuple[dict[str, Any], int]:
-    """The tree size and rounds the shipped model was trained with (train-ranker's cross-validated choice)."""
+    """The tree size and rounds the shipped model was trained with (train-ranker's cross-validated choice); for a
+    model file that does not say, the largest of train-ranker's grid."""
     info = json.loads(model.read_text(encoding="utf-8")).get("info", {})
-    return dict(info.get("params") or {"num_leaves": 31, "min_data_in_leaf": 100}), int(info.get("rounds") or 250)
+    return dict(info.get("params") or GRID[-1]), int(info.get("rounds") or max(ROUNDS))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -214,10 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if qs:
             print(row("rules", where, metrics_of((q, q.rules) for q in qs)), flush=True)
     for v in variants:
-        score = train(v, mined, params, rounds)
+        scorer = train(v, mined, params, rounds)
         for where, qs in checks.items():
             if qs:
-                print(row(v.spec, where, metrics_of((q, ranked(score, q)) for q in qs)), flush=True)
+                print(row(v.spec, where, metrics_of((q, ranked_by(scorer, q)) for q in qs)), flush=True)
     return 0
 
 

@@ -146,7 +146,8 @@ def load_rows(data: Path, settings, repos: Sequence[str]) -> dict[str, list[Quer
     return out
 
 
-def _matrix(qs: Sequence[QueryRows]):
+def training_matrix(qs: Sequence[QueryRows]):
+    """(X, labels, group sizes) of the queries that teach an order."""
     import numpy as np
 
     qs = [q for q in qs if any(q.labels)]  # a query whose answer no leg found teaches no order
@@ -160,7 +161,7 @@ def fit(qs: Sequence[QueryRows], params: dict[str, Any], rounds: int):
 
     from coderag.pipelines.features import FEATURES
 
-    X, y, groups = _matrix(qs)
+    X, y, groups = training_matrix(qs)
     data = lgb.Dataset(X, y, group=groups, feature_name=list(FEATURES), free_raw_data=False)
     return lgb.train({**BASE_PARAMS, **params}, data, num_boost_round=rounds)
 
