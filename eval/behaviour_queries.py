@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from coderag.nodes.lexical import IDENTIFIER_PARTS
+
 # The forms below are those of the mined languages' common test frameworks.
 MIN_TEST_WORDS = 4  # "parse header" names a function; "keeps auth header on redirect" states a behaviour
 _SPEC = re.compile(r"""^\s*(?:it|test|describe|context|specify|scenario|t\.Run|s\.Run|TEST_CASE|SECTION|SCENARIO"""
@@ -23,7 +25,6 @@ _ANNOTATED_DEFS = (  # (the marker on the line before, the definition): Rust's #
     (re.compile(r"#\[(?:\w+::)?test\]"), re.compile(r"^\s*(?:pub\s+)?(?:async\s+)?fn\s+(\w+)\s*\(")),
     (re.compile(r"^\s*@Test\b"), re.compile(r"^\s*(?:public\s+|protected\s+)?void\s+(\w+)\s*\(")))
 _PY_DOCSTRING_LINE = re.compile(r'^\s*[rRuU]?("""|\'\'\')\s*(.+?)\s*$')
-_NAME_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
 def humanise(name: str) -> str:
@@ -33,7 +34,7 @@ def humanise(name: str) -> str:
     ('redirect keeps auth header', 'router mounts subrouter at prefix')
     """
     name = re.sub(r"^[Tt]est_?", "", name)
-    return " ".join(p.lower() for p in _NAME_PART.findall(name.replace("_", " ")))
+    return " ".join(p.lower() for p in IDENTIFIER_PARTS.findall(name.replace("_", " ")))
 
 
 def described_behaviours(lines: list[str]) -> list[str]:

@@ -44,6 +44,7 @@ from typing import Any, Iterable, Iterator
 from coderag.eval.history import DEFAULT_YEARS, TEST, make_snapshot, mine
 from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS
 from coderag.eval.snapshots import SNAPSHOTS, snapshot_name
+from coderag.nodes.lexical import IDENTIFIER_PARTS
 
 DUMP_DEPTH = 50  # deeper than the search's legs go, so a deeper setting can be tried on the same dump
 DOCSTRING_LIMIT = 200  # per repository: enough to teach what a docstring query looks like, not to outweigh commits
@@ -139,7 +140,6 @@ def _write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
 
 NAME_LIMIT = 60  # definitions asked for by name, per repository
 USAGE_LIMIT = 25  # names asked for their callers or their tests, per repository
-_CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
 def spellings(name: str) -> list[str]:
@@ -148,7 +148,7 @@ def spellings(name: str) -> list[str]:
     >>> spellings("parse_retry_after"), spellings("getUserById")
     (['parse_retry_after', 'parseRetryAfter', 'parse retry after'], ['getUserById', 'get_user_by_id', 'get user by id'])
     """
-    parts = [p.lower() for p in _CAMEL_PART.findall(name)]
+    parts = [p.lower() for p in IDENTIFIER_PARTS.findall(name)]
     other = (parts[0] + "".join(p.title() for p in parts[1:])) if "_" in name else "_".join(parts)
     return [name, other, " ".join(parts)]
 
