@@ -205,5 +205,31 @@ CORPORA: dict[str, Corpus] = {
                         "shipped in the npm package, type declarations and all.",
             excluded=("build/ (compiled JavaScript and .d.ts)",),
         ),
+        Corpus(
+            name="attrs",
+            registry="pypi",
+            package="attrs",
+            version="26.1.0",
+            sha256="d03ceb89cb322a8fd706d4fb91940737b6642aa36998fe130a9bc96c985eff32",
+            archive="attrs-26.1.0.tar.gz",
+            subdir="src",
+            languages=("python",),
+            description="Classes without boilerplate: the attr and attrs packages with their .pyi stubs (the stubs "
+                        "declare what the modules do, so a question about behaviour must pass them by).",
+            excluded=("tests/, docs/, changelog.d/",),
+        ),
+        Corpus(
+            name="router-core",
+            registry="npm",
+            package="@tanstack/router-core",
+            version="1.171.39",
+            sha256="0c9345f2830bda69901d464a293d101f10635d3c935f7f1e310681b71bd2e962",
+            archive="tanstack-router-core-1.171.39.tgz",
+            subdir="src",
+            languages=("typescript",),
+            description="TanStack Router's framework-free core (path matching, search params, loading, redirects, "
+                        "server rendering): the TypeScript sources shipped in the npm package.",
+            excluded=("dist/ (compiled JavaScript and .d.ts)",),
+        ),
     )
 }
