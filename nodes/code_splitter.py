@@ -13,7 +13,7 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeRelationship, RelatedNodeInfo, TextNode
 
 from coderag.nodes.keys import (
-    EMBED_TRUNCATED_KEY, END_LINE_KEY, FILE_PATH_KEY, IS_LEAF_KEY, KIND_KEY, LANGUAGE_KEY, LAST_MODIFIED_KEY,
+    DECLARATION_KEY, EMBED_TRUNCATED_KEY, END_LINE_KEY, FILE_PATH_KEY, IS_LEAF_KEY, KIND_KEY, LANGUAGE_KEY, LAST_MODIFIED_KEY,
     NON_EMBED_KEYS, SIGNATURES_ONLY_KEY, START_LINE_KEY, SYMBOL_KEY, SYMBOLS_KEY,
 )
 from coderag.nodes.languages import GRAMMARS, MARKUP_LANGUAGES
@@ -28,6 +28,8 @@ DEFAULT_SIGNATURES_ONLY_LINES = 20_000
 NODE_NAMESPACE = uuid.UUID("5b0f5f0e-7c1a-4f43-9d0c-6f6f64657261")
 MERGED_KIND = "group"  # a leaf of several small siblings, at least one of them a definition
 MERGED_SYMBOL_NAMES = 3  # definitions a merged leaf's symbol names (all of them are in SYMBOLS_KEY)
+# Files that only declare what code elsewhere does: Python stubs, TypeScript declaration files.
+STUB_SUFFIXES = (".pyi", ".d.ts", ".d.mts", ".d.cts")
 
 
 def node_id_for(path: str, kind: str, symbol: str, ordinal: int) -> str:
@@ -77,11 +79,15 @@ class _FileSplit:
             self.offsets.append(self.offsets[-1] + len(line) + 1)
         self.cumulative = [0, *accumulate(tokens)]  # tokens of lines 1..i: a span's count in O(1)
         self.signatures_only = False
+        self.stub = self.path.endswith(STUB_SUFFIXES)
 
     def count(self, start: int, end: int) -> int:
         return self.cumulative[end] - self.cumulative[start - 1]
 
-    def make(self, start: int, end: int, kind: str, symbol: str, parent: TextNode | None, **extra: Any) -> TextNode:
+    def make(self, start: int, end: int, kind: str, symbol: str, parent: TextNode | None, declaration: bool = False,
+             **extra: Any) -> TextNode:
+        """A node of lines start..end. `declaration`: it only declares (outline.Item.declares_only), as does
+        every node of a stub file; the fusion weighs such code less for a question about behaviour."""
         key = (kind, symbol)
         self.ordinals[key] += 1
         meta = {
@@ -97,6 +103,8 @@ class _FileSplit:
         }
         if self.signatures_only:
             meta[SIGNATURES_ONLY_KEY] = True
+        if declaration or self.stub:
+            meta[DECLARATION_KEY] = True
         node = TextNode(
             id_=node_id_for(self.path, kind, symbol, self.ordinals[key]),
             text="\n".join(self.lines[start - 1:end]),
@@ -116,7 +124,8 @@ class _FileSplit:
         self.nodes.append(node)
         return node
 
-    def windows(self, start: int, end: int, kind: str, symbol: str, parent: TextNode | None, overlap: int) -> None:
+    def windows(self, start: int, end: int, kind: str, symbol: str, parent: TextNode | None, overlap: int,
+                declaration: bool = False) -> None:
         """Line windows of at most max_tokens each, `overlap` lines shared between neighbours."""
         s = start
         while s <= end:
@@ -125,7 +134,7 @@ class _FileSplit:
                 e += 1
                 total += self.tokens[e - 1]
             extra = {EMBED_TRUNCATED_KEY: True} if total > self.sp.max_tokens else {}
-            self.make(s, e, kind, symbol, parent, **extra)
+            self.make(s, e, kind, symbol, parent, declaration, **extra)
             if e >= end:
                 break
             s = max(e + 1 - overlap, s + 1)
@@ -230,7 +239,8 @@ class _FileSplit:
         # A block between definitions belongs to the enclosing one (a class's head, its fields), as a block
         # of its own was named after it: "where is the class defined" still finds the leaf of its head.
         names = ([prefix] if prefix and any(p.item is None for p in group) else []) + defined
-        self.make(group[0].start, group[-1].end, MERGED_KIND, symbol, parent, **{SYMBOLS_KEY: names})
+        declaration = all(p.item is not None and p.item.declares_only for p in group)
+        self.make(group[0].start, group[-1].end, MERGED_KIND, symbol, parent, declaration, **{SYMBOLS_KEY: names})
 
     def item(self, it: Item, prefix: str, parent: TextNode | None, sep: str, whole: bool = False) -> None:
         """The nodes of one definition; `whole`: one leaf, nested definitions listed in `symbols`."""
@@ -246,18 +256,19 @@ class _FileSplit:
             # single child of the same lines is a second copy for auto-merging and nothing else.
             groups = self.groups(self.pieces(it.children, it.start, it.end))
             whole = whole or (len(groups) == 1 and len(groups[0]) > 1)
+        declaration = it.declares_only
         if whole:
             names = _definitions(it, prefix, sep)
             extra = {SYMBOLS_KEY: names} if len(names) > 1 else {}
-            self.make(it.start, it.end, it.kind, symbol, parent, **extra)
+            self.make(it.start, it.end, it.kind, symbol, parent, declaration, **extra)
         elif (it.container and it.children) or not fits:
-            node = self.make(it.start, it.end, it.kind, symbol, parent)
+            node = self.make(it.start, it.end, it.kind, symbol, parent, declaration)
             if it.children:
                 self.region(it.children, it.start, it.end, symbol, node, sep)
             else:
-                self.windows(it.start, it.end, "window", symbol, node, overlap=self.sp.overlap_lines)
+                self.windows(it.start, it.end, "window", symbol, node, self.sp.overlap_lines, declaration)
         else:
-            self.make(it.start, it.end, it.kind, symbol, parent)
+            self.make(it.start, it.end, it.kind, symbol, parent, declaration)
 
     def link(self) -> list[BaseNode]:
         by_id = {n.node_id: n for n in self.nodes}

@@ -17,10 +17,11 @@ DUPLICATE_OF_KEY = "duplicate_of"
 CHUNK_HASH_KEY = "chunk_hash"
 DIRS_KEY = "dirs"
 IS_LEAF_KEY = "is_leaf"
+DECLARATION_KEY = "declaration"  # a leaf that only declares: types, fields, signatures (code_splitter.py)
 
 # Keys that never reach the embedding text or the BM25 text: the breadcrumb carries what matters.
 NON_EMBED_KEYS = [
     FILE_PATH_KEY, LANGUAGE_KEY, SIZE_KEY, LAST_MODIFIED_KEY, CONTENT_HASH_KEY, START_LINE_KEY,
     END_LINE_KEY, SYMBOL_KEY, KIND_KEY, SIGNATURES_ONLY_KEY, EMBED_TRUNCATED_KEY, DUPLICATE_OF_KEY,
-    CHUNK_HASH_KEY, DIRS_KEY, IS_LEAF_KEY, SYMBOLS_KEY,
+    CHUNK_HASH_KEY, DIRS_KEY, IS_LEAF_KEY, SYMBOLS_KEY, DECLARATION_KEY,
 ]

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from coderag.nodes.languages import GRAMMARS, Grammar, is_comment_like
 
 CLASS_LIKE_KINDS = frozenset({"class", "impl", "trait", "interface", "struct", "module", "namespace", "enum"})
+# Kinds of definition that declare a shape and do nothing: a TypeScript interface or type alias, an enum, a C,
+# Go or Rust struct or type. One that holds a method (a C++ struct with member functions) does something.
+DECLARATION_KINDS = frozenset({"interface", "type", "enum", "struct"})
 _FUNCTION_VALUE_TYPES = {"arrow_function": "function", "function_expression": "function", "function": "function",
                          "generator_function": "function", "class": "class"}
 
@@ -27,6 +30,11 @@ class Item:
     container: bool = False
     children: list["Item"] = field(default_factory=list)
     head_end: int = 0  # last line of the signature (or heading)
+
+    @property
+    def declares_only(self) -> bool:
+        """A declaration kind all the way down: no function or method inside."""
+        return self.kind in DECLARATION_KINDS and all(child.declares_only for child in self.children)
 
 
 def start_line(node) -> int:

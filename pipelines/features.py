@@ -29,7 +29,7 @@ from typing import Dict, List, Sequence, Tuple
 from llama_index.core.schema import NodeWithScore
 
 from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, EXAMPLES, TESTS, file_role, role_asked_for
-from coderag.nodes.keys import END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, START_LINE_KEY, SYMBOL_KEY
+from coderag.nodes.keys import DECLARATION_KEY, END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, START_LINE_KEY, SYMBOL_KEY
 from coderag.nodes.lexical import STOP_WORDS, code_terms, is_pasted_error, term_set
 from coderag.queries.literals import message_coverage
 from coderag.queries.names import is_code_name, uses_name
@@ -99,6 +99,14 @@ def is_unnamed_window(metadata: dict) -> bool:
     matches the words of many questions and answers none of them: in the natural-language questions of
     the tune and held-out splits, 62 such windows reached a top 10 and none was an answer (eval/RESULTS.md)."""
     return metadata.get(KIND_KEY) == "window" and not metadata.get(SYMBOL_KEY)
+
+
+def declares_only(metadata: dict) -> bool:
+    """A chunk that only declares (a TypeScript interface or type alias, an enum, a struct, a stub file's
+    signatures: nodes/code_splitter.py). A question about what the code does is answered where it is done;
+    the declarations that code uses are worded like the question (their doc comments describe the
+    behaviour) and are not its answer (eval/RESULTS.md, "code that only declares")."""
+    return bool(metadata.get(DECLARATION_KEY))
 
 
 @lru_cache(maxsize=8192)

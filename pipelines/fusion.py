@@ -20,8 +20,8 @@ from coderag.queries.literals import message_coverage
 from coderag.nodes.lexical import is_pasted_error
 from coderag.queries.names import uses_name
 from coderag.queries.symbols import defines_symbol
-from coderag.pipelines.features import (NON_CODE_LANGUAGES, defines_name, is_report_noise, is_unnamed_window,
-                                        phrase_of, query_phrase)
+from coderag.pipelines.features import (NON_CODE_LANGUAGES, declares_only, defines_name, is_report_noise,
+                                        is_unnamed_window, phrase_of, query_phrase)
 from coderag.pipelines.ranker import LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO
 from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
@@ -88,7 +88,7 @@ class WeightedFusionRetriever(QueryFusionRetriever):
                  keyword_boost: float = 0.5, phrase_boost: float = 0.0,
                  definition_boost: float = DEFAULT_DEFINITION_BOOST,
                  tests_docs_weight: float = 1.0, noise_weight: float = 1.0, non_code_weight: float = 1.0,
-                 unnamed_window_weight: float = 1.0,
+                 unnamed_window_weight: float = 1.0, declaration_weight: float = 1.0,
                  file_evidence: float = 0.0, leg_agreement: bool = True, similarity_top_k: int = 20,
                  prepare: Optional[Callable[[QueryBundle], SearchRequest]] = None, ranker: str = RULES,
                  ranker_model: Optional[str] = None) -> None:
@@ -103,6 +103,7 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         self.score_weights = dict(weights, **(score_weights or {}))
         self.tests_docs_weight = tests_docs_weight
         self.unnamed_window_weight = unnamed_window_weight  # for questions: windows that define nothing
+        self.declaration_weight = declaration_weight  # for questions: code that only declares (features.declares_only)
         self.noise_weight = noise_weight  # issue templates, changelogs: what a report matches but never fixes
         self.non_code_weight = non_code_weight  # docs, config and data files, for a report (fixed in code)
         self.file_evidence = file_evidence  # share of a file's other hits added to each of its chunks
@@ -314,12 +315,16 @@ class WeightedFusionRetriever(QueryFusionRetriever):
     def _file_factors(self, factor: Dict[str, float], by_id: Dict[str, NodeWithScore], req: SearchRequest) -> None:
         """Tests and docs weigh less, as a question asks where a behaviour lives; when it asks for tests
         ("where is the progress bar tested") or docs, that role keeps its weight and the others weigh less.
-        For a question, windows that define nothing weigh less; for a report, its noise and non-code files."""
+        For a question, windows that define nothing weigh less, and so does code that only declares (unless
+        it declares a name the question spells); for a report, its noise and non-code files."""
         report = req.reading is not None
         noise, non_code = (self.noise_weight, self.non_code_weight) if report else (1.0, 1.0)
         unnamed = 1.0 if report else self.unnamed_window_weight
+        name_query = req.names.definition or req.names.usages
+        declaration = 1.0 if report or name_query else self.declaration_weight
         wanted = None if report else role_asked_for(req.query_str)
-        if self.tests_docs_weight == 1.0 and noise == 1.0 and non_code == 1.0 and unnamed == 1.0:
+        if self.tests_docs_weight == 1.0 and noise == 1.0 and non_code == 1.0 and unnamed == 1.0 \
+                and declaration == 1.0:
             return
         for nid, nws in by_id.items():
             m = nws.node.metadata
@@ -329,6 +334,9 @@ class WeightedFusionRetriever(QueryFusionRetriever):
                 factor[nid] *= self.tests_docs_weight
             if is_unnamed_window(m):
                 factor[nid] *= unnamed
+            if declaration != 1.0 and declares_only(m) \
+                    and not any(_defines(nws, name) for name in req.names.idents):
+                factor[nid] *= declaration
             if language in NON_CODE_LANGUAGES:
                 factor[nid] *= non_code
             if is_report_noise(path):

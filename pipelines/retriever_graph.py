@@ -22,7 +22,8 @@ def fusion_of(settings, legs: dict, prepare: Optional[Callable] = None):
         legs, {DENSE: r.dense_weight, BM25: r.sparse_weight, NAMED: r.named_files_weight},
         fusion=r.fusion, score_weights={DENSE: r.score_dense_weight}, score_power=r.score_power,
         keyword_boost=r.keyword_boost, phrase_boost=r.phrase_boost, tests_docs_weight=r.tests_docs_weight,
-        unnamed_window_weight=r.unnamed_window_weight, noise_weight=r.report_noise_weight,
+        unnamed_window_weight=r.unnamed_window_weight,
+        declaration_weight=r.declaration_weight, noise_weight=r.report_noise_weight,
         non_code_weight=r.report_non_code_weight, file_evidence=r.report_file_evidence,
         leg_agreement=r.leg_agreement, similarity_top_k=r.fusion_top_k, prepare=prepare, ranker=r.ranker)
 

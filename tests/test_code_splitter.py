@@ -1145,3 +1145,79 @@ def test_code_splitter_typescript_constant_defined_by_a_wrapped_function(tmp_pat
     holding = [n for n in leaves if n.metadata["start_line"] <= empty <= n.metadata["end_line"]]
     assert len(holding) == 1 and chunk_defines(holding[0].metadata, "EMPTY"), holding[0].metadata
     assert not any(chunk_defines(n.metadata, "limit") for n in leaves)
+
+
+def _long_interface(name: str, members: int) -> str:
+    body = "\n".join(f"  /**\n   * How long to wait before attempt {i}, in milliseconds.\n   */\n  delay{i}?: number"
+                     for i in range(members))
+    return f"/** The options of a retried request. */\nexport interface {name} {{\n{body}\n}}\n"
+
+
+DECLARATIONS_TS = _long_interface("RetryOptions", 30) + """
+/** Which requests share one queue. */
+export type Scope = { id: string }
+
+export enum Mode { Online = "online", Always = "always" }
+
+export class Retryer {
+  /** Waits, then runs the request again until it succeeds or the attempts run out. */
+  run(options: RetryOptions, attempt: number): Promise<void> {
+    if (attempt > 3) {
+      return Promise.reject(new Error("gave up"))
+    }
+    return new Promise((resolve) => setTimeout(resolve, options.delay0 ?? 1000 * 2 ** attempt))
+  }
+}
+"""
+
+STUB_PYI = """\
+from typing import Callable
+
+def retry(times: int) -> Callable[..., object]: ...
+
+class Backoff:
+    factor: float
+    def delay(self, attempt: int) -> float: ...
+"""
+
+DECLARATIONS_CPP = """\
+struct Point {
+  int x;
+  int y;
+};
+
+struct Counter {
+  int n = 0;
+  void bump() { n += 1; }
+};
+"""
+
+
+def test_code_splitter_marks_leaves_that_only_declare(tmp_path, tokenizer_path) -> None:
+    """An interface (each window of a long one too), a type alias and an enum only declare; a class's method
+    does something, and so does a struct that holds one. Every leaf of a stub file declares."""
+    root = write_files(tmp_path / "repo", {"src/retry.ts": DECLARATIONS_TS, "src/retry.pyi": STUB_PYI,
+                                           "src/retry.py": "def retry(times):\n    return times\n",
+                                           "src/shapes.cpp": DECLARATIONS_CPP})
+    sp = CodeHierarchySplitter(tokenizer_path=tokenizer_path)
+    leaves = [n for n in sp.split_document(_document(root, "src/retry.ts")) if not n.child_nodes]
+    declares = {(n.metadata["kind"], n.metadata["symbol"]): n.metadata.get("declaration", False) for n in leaves}
+    windows = [n for n in leaves if n.metadata["symbol"] == "RetryOptions"]
+    assert len(windows) > 1 and all(n.metadata["kind"] == "window" for n in windows)
+    assert all(n.metadata.get("declaration") for n in windows)
+    assert any(v for (kind, symbol), v in declares.items() if "Scope" in symbol), declares
+    assert any(v for (kind, symbol), v in declares.items() if "Mode" in symbol), declares
+    method = [n for n in leaves if "Retryer" in n.metadata["symbol"]]
+    assert method and not any(n.metadata.get("declaration") for n in method), declares
+
+    stub = [n for n in sp.split_document(_document(root, "src/retry.pyi")) if not n.child_nodes]
+    assert stub and all(n.metadata.get("declaration") for n in stub)
+    module = [n for n in sp.split_document(_document(root, "src/retry.py")) if not n.child_nodes]
+    assert module and not any(n.metadata.get("declaration") for n in module)
+
+    merged = [n for n in sp.split_document(_document(root, "src/shapes.cpp")) if not n.child_nodes]
+    assert [n.metadata.get("declaration", False) for n in merged] == [False]  # one leaf, and it holds a method
+    unmerged = CodeHierarchySplitter(tokenizer_path=tokenizer_path, min_tokens=0)
+    cpp = {n.metadata["symbol"]: n.metadata.get("declaration", False)
+           for n in unmerged.split_document(_document(root, "src/shapes.cpp")) if not n.child_nodes}
+    assert cpp["Point"] and not any(v for s, v in cpp.items() if "Counter" in s), cpp

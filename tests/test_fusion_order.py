@@ -14,12 +14,14 @@ from coderag.pipelines.retrievers import DenseRetriever, SparseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, NAMED, SearchRequest
 
 
-def _fusion(agreement: bool = True, unnamed: float | None = None):
+def _fusion(agreement: bool = True, unnamed: float | None = None, declaration: float | None = None):
     settings = Settings()
     settings.retrieval.ranker = "rules"  # these are the rules' behaviours, kept as a variant to compare against
     settings.retrieval.leg_agreement = agreement
     if unnamed is not None:
         settings.retrieval.unnamed_window_weight = unnamed
+    if declaration is not None:
+        settings.retrieval.declaration_weight = declaration
     return fusion_of(settings, {DENSE: DenseRetriever(None), BM25: SparseRetriever(None),
                                 NAMED: SparseRetriever(None, named_files=True)})
 
@@ -93,6 +95,30 @@ def test_fusion_a_window_that_defines_nothing_weighs_less_for_a_question() -> No
     assert Settings().retrieval.unnamed_window_weight == 0.7
     assert is_unnamed_window(table.metadata) and not is_unnamed_window(func.metadata)
     assert not is_unnamed_window(_chunk("a.py", 1).metadata)  # a block without symbol (imports, a statement)
+
+
+# A window of an interface whose doc comments word the question (both legs rank it first), and the method
+# that does what it asks (both rank it second).
+OPTIONS = TextNode(id_="src/types.ts:1947", text="  /** Delay before the next attempt: exponential backoff. */\n"
+                   "  retryDelay?: RetryDelayValue<TError>", metadata={
+                       "file_path": "src/types.ts", "start_line": 1947, "end_line": 1962, "symbol": "MutationOptions",
+                       "language": "typescript", "kind": "window", "declaration": True})
+RETRY_LOOP = TextNode(id_="src/retryer.ts:223", text="const run = () => {\n  if (failureCount < retry) {\n"
+                      "    return sleep(delay(failureCount)).then(run)\n  }\n}", metadata={
+                          "file_path": "src/retryer.ts", "start_line": 223, "end_line": 289, "symbol": "createRetryer",
+                          "language": "typescript", "kind": "function"})
+DECLARATION_LEGS = {DENSE: _leg(OPTIONS, RETRY_LOOP, *FILLER), BM25: _leg(OPTIONS, RETRY_LOOP, *FILLER)}
+
+
+def test_fusion_code_that_only_declares_weighs_less_for_a_question() -> None:
+    """A question about what the code does is answered where it is done: the interface the loop reads, which
+    both legs rank first, loses the first place to the loop once declarations weigh less. A question that
+    spells the declared name, and a query for that name, keep it where the legs put it."""
+    question = SearchRequest("where is the loop that waits with exponential backoff before retrying")
+    assert _order(_fusion(declaration=1.0).fuse(DECLARATION_LEGS, question))[0] == "src/types.ts:1947"
+    assert _order(_fusion(declaration=0.5).fuse(DECLARATION_LEGS, question))[0] == "src/retryer.ts:223"
+    for query in ("which MutationOptions set the backoff before retrying", "MutationOptions"):
+        assert _order(_fusion(declaration=0.5).fuse(DECLARATION_LEGS, SearchRequest(query)))[0] == "src/types.ts:1947"
 
 
 # A constant's assignment (module-level code: no symbol) that BM25 ranks third, below a function's local of the

@@ -95,6 +95,7 @@ class RetrievalSettings(_Section):
     named_files_weight: float = Field(default=1.0, ge=0.0, description="Fusion weight of the leg that searches the files a long query names (traceback frames, paths).")
     report_noise_weight: float = Field(default=0.3, ge=0.0, le=2.0, description="Score factor, for long queries, of issue templates, changelogs and release notes.")
     unnamed_window_weight: float = Field(default=0.7, ge=0.0, le=2.0, description="Score factor, for questions (not long reports), of line windows that define no symbol: pieces of data tables, licenses, PKG-INFO, a header's declarations.")
+    declaration_weight: float = Field(default=0.5, ge=0.0, le=2.0, description="Score factor, for questions (not long reports or one-name queries), of code that only declares (interfaces, type aliases, enums, structs, the signatures of stub files) and declares no name the question spells.")
     leg_agreement: bool = Field(default=True, description="When the dense and the BM25 leg put the same file first, the answer starts in that file (its best chunk first).")
     report_file_evidence: float = Field(default=0.0, ge=0.0, le=4.0, description="For long queries: share of a file's next best chunk scores added to each of its chunks (a file hit several times is more likely right).")
     report_cut_ratio: float = Field(default=0.0, ge=0.0, le=1.0, description="The dynamic cut for long queries (bug reports): 0 fills the budget, since a report's boosted best chunk would otherwise cut the rest of the right file.")
