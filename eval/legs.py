@@ -27,9 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from coderag.eval.metrics import Result, Span, mean, overlaps, score_ranking
+from coderag.nodes.keys import (DECLARATION_KEY, END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, START_LINE_KEY,
+                                SYMBOL_KEY, SYMBOLS_KEY)
 
 DEFAULT_DEPTH = 50
-_META = ("file_path", "start_line", "end_line", "symbol", "symbols", "kind", "language")
+# What a dump keeps of a candidate's metadata besides its text: all that the fusion and the ranker's features read.
+DUMPED_METADATA = (FILE_PATH_KEY, START_LINE_KEY, END_LINE_KEY, SYMBOL_KEY, SYMBOLS_KEY, KIND_KEY, LANGUAGE_KEY,
+                   DECLARATION_KEY)
 
 
 def dump(queries: Sequence, root_for: Any, depth: int = DEFAULT_DEPTH) -> Iterable[dict[str, Any]]:
@@ -56,7 +60,7 @@ def dump(queries: Sequence, root_for: Any, depth: int = DEFAULT_DEPTH) -> Iterab
                     found = sorted(found, key=lambda n: n.score or 0.0, reverse=True)
                     ranked[leg] = [[n.node.node_id, float(n.score or 0.0)] for n in found]
                     for n in found:
-                        nodes.setdefault(n.node.node_id, {**{k: n.node.metadata.get(k) for k in _META},
+                        nodes.setdefault(n.node.node_id, {**{k: n.node.metadata.get(k) for k in DUMPED_METADATA},
                                                           "text": n.node.get_content()})
                 yield {**q.to_json(), "legs": ranked, "nodes": nodes}
 

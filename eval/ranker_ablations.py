@@ -14,6 +14,9 @@ A variant is one argument; several changes join with "+" (``weight:docstring=0.2
     leaves:N                  trees of N leaves
     monotone                  the legs' shares and a file's best shares may only raise a score, ranks only lower it
     also:KIND[/KIND]=A        plus A x the scores of a second model trained on those kinds alone
+    questions                 trained on the tune split's questions too (weigh them with weight:natural=W):
+                              each tune set is scored by a model trained without it (leave one set out), the
+                              held-out repositories by one trained with all of them
 
 The numbers are file R@1 (and R@5 over all) as train-ranker reports them, over the dumped legs: the search's
 payload packing is not in them (`coderag eval` measures that).
@@ -56,6 +59,7 @@ class Variant:
     leaves: int | None = None
     monotone: bool = False
     also: tuple[tuple[str, ...], float] | None = None
+    questions: bool = False
 
 
 def feature_groups() -> dict[str, tuple[str, ...]]:
@@ -77,6 +81,8 @@ def parse_variant(spec: str) -> Variant:
                 continue
             if name == "monotone" and not arg:
                 v.monotone = True
+            elif name == "questions" and not arg:
+                v.questions = True
             elif name == "weight":
                 for pair in arg.split(","):
                     kind, _, w = pair.partition("=")
@@ -162,6 +168,17 @@ def train(variant: Variant, qs: Sequence[QueryRows], params: dict[str, Any], rou
     return Scorer(boosters, dropped, variant.also[1] if variant.also else 0.0)
 
 
+def _left_out(variant: Variant, mined: Sequence[QueryRows], hand: dict[str, list[QueryRows]], params: dict[str, Any],
+              rounds: int) -> list[tuple[QueryRows, list]]:
+    """Each tune set's queries, ranked by a model trained on the mined queries and the other tune sets."""
+    out = []
+    for name, qs in hand.items():
+        others = [q for other, rest in hand.items() if other != name for q in rest]
+        scorer = train(variant, [*mined, *others], params, rounds)
+        out += [(q, ranked_by(scorer, q)) for q in qs]
+    return out
+
+
 def row(name: str, where: str, metrics: dict[str, dict[str, float]]) -> str:
     every = metrics.get("all", {"n": 0, "recall@1": 0.0, "recall@5": 0.0})
     kinds = [f"{metrics[k]['recall@1']:.3f}" if k in metrics else "" for k in KINDS_SHOWN]
@@ -196,7 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: no training repository has dumps in {a.data / 'dump'}; make them with `python -m "
               f"coderag.eval.ranker_data` (eval/README.md says how).", file=sys.stderr)
         return 2
-    checks = {"tune questions": [q for qs in load_rows(a.data, settings, HAND_WRITTEN).values() for q in qs],
+    hand = load_rows(a.data, settings, HAND_WRITTEN)
+    checks = {"tune questions": [q for qs in hand.values() for q in qs],
               "held-out repositories": [q for qs in load_rows(a.data, settings, split[HELDOUT]).values() for q in qs]}
     params, rounds = shipped_size(MODEL_PATH)
     print(f"trained on {len(mined)} mined queries; {params}, {rounds} rounds\n")
@@ -206,8 +224,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if qs:
             print(row("rules", where, metrics_of((q, q.rules) for q in qs)), flush=True)
     for v in variants:
-        scorer = train(v, mined, params, rounds)
-        for where, qs in checks.items():
+        scored_on = checks
+        if v.questions:  # each tune set is scored by a model that never saw it
+            print(row(v.spec, "tune questions, each set left out", metrics_of(_left_out(v, mined, hand, params, rounds))),
+                  flush=True)
+            scorer = train(v, [*mined, *checks["tune questions"]], params, rounds)
+            scored_on = {"held-out repositories": checks["held-out repositories"]}
+        else:
+            scorer = train(v, mined, params, rounds)
+        for where, qs in scored_on.items():
             if qs:
                 print(row(v.spec, where, metrics_of((q, ranked_by(scorer, q)) for q in qs)), flush=True)
     return 0

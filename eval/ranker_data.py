@@ -43,13 +43,13 @@ from typing import Any, Iterable, Iterator
 
 from coderag.eval.history import DEFAULT_YEARS, TEST, make_snapshot, mine
 from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS
+from coderag.eval.legs import DUMPED_METADATA
 from coderag.eval.snapshots import SNAPSHOTS, snapshot_name
 from coderag.nodes.lexical import IDENTIFIER_PARTS
 
 DUMP_DEPTH = 50  # deeper than the search's legs go, so a deeper setting can be tried on the same dump
 DOCSTRING_LIMIT = 200  # per repository: enough to teach what a docstring query looks like, not to outweigh commits
 DOC_MIN_WORDS = 6
-_META = ("file_path", "start_line", "end_line", "symbol", "symbols", "kind", "language")
 _DEFINITION_KINDS = frozenset({"function", "method", "class", "struct", "trait", "interface", "enum", "impl",
                                "type", "macro", "module"})
 _PY_DOCSTRING = re.compile(r"^[^\n]*\b(?:def|class)\b[^\n]*(?:\n[^\n]*)*?:\s*\n\s*[rRuUbB]?(\"\"\"|''')(.*?)\1", re.S)
@@ -237,7 +237,7 @@ def dump_repo(root: Path, queries: list[dict[str, Any]], out: Path, depth: int =
                 ranked[leg] = [[n.node.node_id, float(n.score or 0.0)] for n in found]
                 for n in found:
                     if n.node.node_id not in nodes:
-                        nodes[n.node.node_id] = {**{k: n.node.metadata.get(k) for k in _META},
+                        nodes[n.node.node_id] = {**{k: n.node.metadata.get(k) for k in DUMPED_METADATA},
                                                  "text": n.node.get_content()}
             rows.append({**q, "legs": ranked})
     tmp = out.with_suffix(".tmp")

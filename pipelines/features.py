@@ -5,8 +5,9 @@ Computed once per request over the union of the legs' candidates, from nothing b
 request: each leg's score and rank; how the query's terms fall on the candidate's fields (its path, its file
 name, the names it defines, its comments, its string literals, its code); whether it defines or uses the names
 the query spells, holds the query as a phrase or prints it as a message; its file's evidence across the pool;
-its role, kind and size; and what kind of query asked (as numbers, never as a branch). A term's weight is its
-inverse frequency in the candidate pool, so a word every candidate holds says nothing.
+its role, kind and size, and whether it only declares; and what kind of query asked (as numbers, never as a
+branch). A term's weight is its inverse frequency in the candidate pool, so a word every candidate holds says
+nothing.
 
 Examples:
     >>> from llama_index.core.schema import NodeWithScore, TextNode
@@ -60,7 +61,7 @@ FIELD_FEATURES = ("path_cover", "name_cover", "symbol_cover", "comment_cover", "
                   "code_cover_rel", "code_cover_unweighted", "defines_query_name", "uses_query_name", "defines_report_name",
                   "phrase", "message", "keywords")
 CANDIDATE_FEATURES = ("in_both", "is_test", "is_doc", "is_example", "role_wanted", "non_code", "unnamed_window",
-                      "report_noise", "is_window", "is_section", "is_container", "symbol_depth", "lines")
+                      "report_noise", "is_window", "is_section", "is_container", "symbol_depth", "lines", "declaration")
 FEATURES: Tuple[str, ...] = QUERY_FEATURES + LEG_FEATURES + FILE_FEATURES + FIELD_FEATURES + CANDIDATE_FEATURES
 
 
@@ -248,6 +249,6 @@ def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchReque
                 float(role == DOCS), float(role == EXAMPLES), float(wanted is not None and role == wanted),
                 float(language in NON_CODE_LANGUAGES), float(is_unnamed_window(m)), float(is_report_noise(path)),
                 float(kind == "window"), float(kind == "section"), float(kind in CONTAINER_KINDS),
-                symbol.count(".") + (1 if symbol else 0), end - start + 1]
+                symbol.count(".") + (1 if symbol else 0), end - start + 1, float(declares_only(m))]
         rows.append(row)
     return ids, rows

@@ -8,6 +8,7 @@ import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from coderag.base.config import Settings
+from coderag.pipelines.features import FEATURES, candidate_features
 from coderag.pipelines.fusion import is_unnamed_window
 from coderag.pipelines.retriever_graph import fusion_of
 from coderag.pipelines.retrievers import DenseRetriever, SparseRetriever
@@ -119,6 +120,9 @@ def test_fusion_code_that_only_declares_weighs_less_for_a_question() -> None:
     assert _order(_fusion(declaration=0.5).fuse(DECLARATION_LEGS, question))[0] == "src/retryer.ts:223"
     for query in ("which MutationOptions set the backoff before retrying", "MutationOptions"):
         assert _order(_fusion(declaration=0.5).fuse(DECLARATION_LEGS, SearchRequest(query)))[0] == "src/types.ts:1947"
+    ids, rows = candidate_features(DECLARATION_LEGS, question)  # the learned ranker reads the same mark
+    marks = dict(zip(ids, (row[FEATURES.index("declaration")] for row in rows)))
+    assert marks["src/types.ts:1947"] == 1.0 and marks["src/retryer.ts:223"] == 0.0
 
 
 # A constant's assignment (module-level code: no symbol) that BM25 ranks third, below a function's local of the

@@ -6,6 +6,7 @@ in a search: the identity changes nothing, the shipped one answers, a wrong file
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -220,3 +221,35 @@ def test_ranker_ablations_a_variant_it_cannot_read_is_refused_with_what_to_do(tm
     assert "'colour' is neither a feature nor one of the groups" in err and "--help" in err
     assert ablations(["--data", str(tmp_path), "weight:commit=lots"]) == 2
     assert "needs a number" in capsys.readouterr().err
+
+
+def test_ranker_ablations_questions_score_each_tune_set_with_a_model_that_never_saw_it(dumped: Path, tmp_path: Path,
+                                                                                          capsys, monkeypatch) -> None:
+    import coderag.eval.ranker_ablations as ablations
+
+    data = tmp_path / "data"
+    shutil.copytree(dumped / "dump", data / "dump")
+    source = json.loads(gzip.decompress((data / "dump" / (HELD_OUT.replace("/", "+") + ".json.gz")).read_bytes()))
+    for name in ("click", "rich"):  # two tune sets: the held-out repository's queries, renamed
+        doc = {**source, "queries": [{**q, "id": f"{name}-{q['id']}"} for q in source["queries"]]}
+        (data / "dump" / f"hand+{name}.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    trained_on = []
+    real_train = ablations.train
+
+    def train(variant, qs, params, rounds):  # the real training; the queries it got are noted
+        trained_on.append({q.record["id"] for q in qs})
+        return real_train(variant, qs, params, rounds)
+
+    monkeypatch.setattr(ablations, "train", train)
+    assert ablations.main(["--data", str(data), "questions+weight:natural=5"]) == 0
+    out = capsys.readouterr().out
+    assert "| questions+weight:natural=5 | tune questions, each set left out | 16 |" in out
+    assert "| questions+weight:natural=5 | held-out repositories | 8 |" in out
+    from coderag.eval.train_ranker import HAND_WRITTEN, load_rows
+
+    hand = load_rows(data, Settings(), HAND_WRITTEN)
+    assert len(trained_on) == 3  # one model per tune set left out, and one with every set for the repositories
+    for seen, (name, qs) in zip(trained_on, hand.items()):
+        ids = {q.record["id"] for q in qs}
+        assert not seen & ids and seen & {q.record["id"] for other in hand.values() for q in other} - ids, name
+    assert all(q.record["id"] in trained_on[-1] for qs in hand.values() for q in qs)
