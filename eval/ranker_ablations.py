@@ -226,8 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for v in variants:
         scored_on = checks
         if v.questions:  # each tune set is scored by a model that never saw it
-            print(row(v.spec, "tune questions, each set left out", metrics_of(_left_out(v, mined, hand, params, rounds))),
-                  flush=True)
+            left_out = metrics_of(_left_out(v, mined, hand, params, rounds))
+            print(row(v.spec, "tune questions, each set left out", left_out), flush=True)
             scorer = train(v, [*mined, *checks["tune questions"]], params, rounds)
             scored_on = {"held-out repositories": checks["held-out repositories"]}
         else:

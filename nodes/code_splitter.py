@@ -13,8 +13,8 @@ from llama_index.core.node_parser import NodeParser
 from llama_index.core.schema import BaseNode, Document, NodeRelationship, RelatedNodeInfo, TextNode
 
 from coderag.nodes.keys import (
-    DECLARATION_KEY, EMBED_TRUNCATED_KEY, END_LINE_KEY, FILE_PATH_KEY, IS_LEAF_KEY, KIND_KEY, LANGUAGE_KEY, LAST_MODIFIED_KEY,
-    NON_EMBED_KEYS, SIGNATURES_ONLY_KEY, START_LINE_KEY, SYMBOL_KEY, SYMBOLS_KEY,
+    DECLARATION_KEY, EMBED_TRUNCATED_KEY, END_LINE_KEY, FILE_PATH_KEY, IS_LEAF_KEY, KIND_KEY, LANGUAGE_KEY,
+    LAST_MODIFIED_KEY, NON_EMBED_KEYS, SIGNATURES_ONLY_KEY, START_LINE_KEY, SYMBOL_KEY, SYMBOLS_KEY,
 )
 from coderag.nodes.languages import GRAMMARS, MARKUP_LANGUAGES
 from coderag.nodes.outline import Item, code_outline, markup_outline

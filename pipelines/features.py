@@ -30,7 +30,8 @@ from typing import Dict, List, Sequence, Tuple
 from llama_index.core.schema import NodeWithScore
 
 from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, EXAMPLES, TESTS, file_role, role_asked_for
-from coderag.nodes.keys import DECLARATION_KEY, END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, START_LINE_KEY, SYMBOL_KEY
+from coderag.nodes.keys import (DECLARATION_KEY, END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, START_LINE_KEY,
+                                SYMBOL_KEY)
 from coderag.nodes.lexical import STOP_WORDS, code_terms, is_pasted_error, term_set
 from coderag.queries.literals import message_coverage
 from coderag.queries.names import is_code_name, uses_name
@@ -61,7 +62,8 @@ FIELD_FEATURES = ("path_cover", "name_cover", "symbol_cover", "comment_cover", "
                   "code_cover_rel", "code_cover_unweighted", "defines_query_name", "uses_query_name", "defines_report_name",
                   "phrase", "message", "keywords")
 CANDIDATE_FEATURES = ("in_both", "is_test", "is_doc", "is_example", "role_wanted", "non_code", "unnamed_window",
-                      "report_noise", "is_window", "is_section", "is_container", "symbol_depth", "lines", "declaration")
+                      "report_noise", "is_window", "is_section", "is_container", "symbol_depth", "lines",
+                      "declaration")
 FEATURES: Tuple[str, ...] = QUERY_FEATURES + LEG_FEATURES + FILE_FEATURES + FIELD_FEATURES + CANDIDATE_FEATURES
 
 
