@@ -231,5 +231,18 @@ CORPORA: dict[str, Corpus] = {
                         "server rendering): the TypeScript sources shipped in the npm package.",
             excluded=("dist/ (compiled JavaScript and .d.ts)",),
         ),
+        Corpus(
+            name="jpype-java",
+            registry="pypi",
+            package="JPype1",
+            version="1.7.1",
+            sha256="3cd88838dc3d2d546f7eaeadaaff864e590010c15f2b6a44b6f37e60796a14b2",
+            archive="jpype1-1.7.1.tar.gz",
+            subdir="native/jpype_module/src/main/java",
+            languages=("java",),
+            description="JPype's Java side (class loading, type management, reflection, the shutdown of the JVM): "
+                        "the Java sources of the PyPI sdist, interfaces and native declarations beside the code.",
+            excluded=("native/common, native/python (C++)", "jpype/ (Python)", "test/"),
+        ),
     )
 }
