@@ -1197,6 +1197,8 @@ def test_code_splitter_marks_leaves_that_only_declare(tmp_path, tokenizer_path) 
     """An interface (each window of a long one too), a type alias and an enum only declare; a class's method
     does something, and so does a struct that holds one. Every leaf of a stub file declares."""
     root = write_files(tmp_path / "repo", {"src/retry.ts": DECLARATIONS_TS, "src/retry.pyi": STUB_PYI,
+                                           "src/retry.d.ts": "export declare function retry(times: number): void;\n"
+                                                             "export declare const LIMIT: number;\n",
                                            "src/retry.py": "def retry(times):\n    return times\n",
                                            "src/shapes.cpp": DECLARATIONS_CPP})
     sp = CodeHierarchySplitter(tokenizer_path=tokenizer_path)
@@ -1210,8 +1212,9 @@ def test_code_splitter_marks_leaves_that_only_declare(tmp_path, tokenizer_path) 
     method = [n for n in leaves if "Retryer" in n.metadata["symbol"]]
     assert method and not any(n.metadata.get("declaration") for n in method), declares
 
-    stub = [n for n in sp.split_document(_document(root, "src/retry.pyi")) if not n.child_nodes]
-    assert stub and all(n.metadata.get("declaration") for n in stub)
+    for rel in ("src/retry.pyi", "src/retry.d.ts"):
+        stub = [n for n in sp.split_document(_document(root, rel)) if not n.child_nodes]
+        assert stub and all(n.metadata.get("declaration") for n in stub), rel
     module = [n for n in sp.split_document(_document(root, "src/retry.py")) if not n.child_nodes]
     assert module and not any(n.metadata.get("declaration") for n in module)
 
