@@ -1,6 +1,6 @@
 """What the rules variant of WeightedFusionRetriever.fuse (`retrieval.ranker: rules`) does beyond summing the legs, on synthetic leg outputs: the first place
-goes to the file both legs put first; windows that define nothing weigh less for a question; a leg's clear
-first counts."""
+goes to the file both legs put first; windows that define nothing, and code that only declares, weigh less for a
+question; a leg's clear first counts."""
 
 from __future__ import annotations
 
