@@ -244,5 +244,33 @@ CORPORA: dict[str, Corpus] = {
                         "the Java sources of the PyPI sdist, interfaces and native declarations beside the code.",
             excluded=("native/common, native/python (C++)", "jpype/ (Python)", "test/"),
         ),
+        Corpus(
+            name="tomlkit",
+            registry="pypi",
+            package="tomlkit",
+            version="0.15.3",
+            sha256="b3c3020ec1a4bd469d12e31fb4da938e7f6ba758cdbec3fd9047db63120eaf81",
+            archive="tomlkit-0.15.3.tar.gz",
+            subdir="tomlkit",
+            languages=("python",),
+            description="A style-preserving TOML parser and writer: the tomlkit package (parser, source scanner, "
+                        "document container, item types, public API).",
+            excluded=("tests/", "docs/"),
+        ),
+        Corpus(
+            name="jiter",
+            registry="pypi",
+            package="jiter",
+            version="0.19.0",
+            sha256="ba3064f8be276d7cfb83c2fb85c858be533da2c2f80f9b048c3781b45a57a195",
+            archive="jiter-0.19.0.tar.gz",
+            subdir="crates/jiter/src",
+            languages=("rust",),
+            description="pydantic's iterable JSON parser, the Rust sources of its jiter crate: the byte-level parser, "
+                        "string and number decoders, SIMD scanners, the value tree, serde and the conversion to "
+                        "Python objects.",
+            excluded=("crates/jiter-python/", "crates/jiter/benches/", "crates/jiter/tests/",
+                      "crates/jiter/examples/"),
+        ),
     )
 }
