@@ -272,5 +272,19 @@ CORPORA: dict[str, Corpus] = {
             excluded=("crates/jiter-python/", "crates/jiter/benches/", "crates/jiter/tests/",
                       "crates/jiter/examples/"),
         ),
+        Corpus(
+            name="trpc-server",
+            registry="npm",
+            package="@trpc/server",
+            version="11.25.2",
+            sha256="43d5562bf3d3ca2ba55bb37a91020c19d90ddaa3359a1eb55e5fefc62c6cb29a",
+            archive="trpc-server-11.25.2.tgz",
+            subdir="src",
+            languages=("typescript",),
+            description="tRPC's server package, its TypeScript sources: router and procedure builders, middleware, "
+                        "errors, the HTTP resolver with JSON-lines and server-sent-event streams, observables and "
+                        "the adapters (Node HTTP, fetch, WebSocket, AWS Lambda, Express, Next.js).",
+            excluded=("dist/ (compiled JavaScript and .d.ts)",),
+        ),
     )
 }

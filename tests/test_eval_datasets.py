@@ -237,7 +237,7 @@ def test_unknown_corpus_name():
 QUESTION_SETS = {"jinja2": "heldout", "zod-core": "heldout", "sqlalchemy-engine": "heldout", "anyio": "heldout",
                  "ajv": "heldout", "orjson": "heldout", "markdown-it": "tune", "cryptography-rust": "tune",
                  "query-core": "tune", "attrs": "tune", "router-core": "tune", "jpype-java": "heldout",
-                 "tomlkit": "heldout", "jiter": "heldout"}
+                 "tomlkit": "heldout", "jiter": "heldout", "trpc-server": "heldout"}
 
 
 def test_shipped_datasets_schema_and_balance():
