@@ -1,7 +1,8 @@
 """Query benchmark: warm latency per retriever variant and per stage over >= 50,000 leaf chunks of real code,
 the cold latency of one ``coderag search`` process, and RSS.
 
-Not a test: it prints numbers. Targets (warm, full pipeline, default options): p50 <= 20 ms, p95 <= 60 ms.
+Not a test: it prints numbers. Targets (warm, full pipeline, default options): p50 <= 30 ms at 100,000
+chunks (the project's latency budget), p95 <= 60 ms.
 
 Corpus: pinned PyPI source distributions (sha256-checked), downloaded once into a cache outside the
 repository (``$CODERAG_CACHE_DIR/bench/query``, else ``~/.cache/coderag/bench/query``); the chosen
@@ -87,7 +88,7 @@ from coderag.eval.bench_corpus import (SOURCES, build, corpus_root, current_rss_
                                        local_corpus, peak_rss_mb)
 
 MIN_LEAF_CHUNKS = 50_000
-TARGET_P50_MS = 20.0
+TARGET_P50_MS = 30.0  # the project's budget for a warm search at 100k chunks
 TARGET_P95_MS = 60.0
 WARMUP_QUERIES = 30
 DOCSTORE_NODES = "nodes/data"  # the KV collection KVDocumentStore(namespace="nodes") keeps nodes in (pipelines/stores.py)

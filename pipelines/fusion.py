@@ -1,8 +1,9 @@
-"""Fusion of the legs: the learned ranker's order (`ranker=learned`, pipelines/ranker.py), or the rules: a
+"""Fusion of the legs: the learned ranker's order (`ranker=learned`, pipelines/ranker.py), the rules: a
 weighted sum of each leg's normalised scores (or weighted reciprocal rank fusion), times the evidence a query
 and its candidates give (keywords, definitions of the names it spells or the uses of the one it asks about,
-tests and docs, a report's noise, file-level evidence). What a candidate is (a phrase match, a report's noise,
-an unnamed window) is said once, in pipelines/features.py, for both."""
+tests and docs, a report's noise, file-level evidence), or the two blended (`ranker=blend`, the default). What
+a candidate is (a phrase match, a report's noise, an unnamed window) is said once, in pipelines/features.py,
+for all three."""
 
 from __future__ import annotations
 
@@ -34,7 +35,11 @@ DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weigh
 SCORES, RRF = "scores", "rrf"
 # The learned ranker (pipelines/ranker.py) replaces the fusion and every boost below; its scores are
 # probabilities over the request's candidates. `ranker=rules` keeps the hand-set fusion to compare against.
-LEARNED, RULES = "learned", "rules"
+# `ranker=blend` multiplies the rules' scores by the learned probabilities to the power `learned_share`: on
+# repositories neither saw, the learned ranker wins on commit messages and test descriptions, the rules on
+# questions, and the blend keeps most of both (eval/RESULTS.md, "the rules and the learned ranker blended").
+LEARNED, RULES, BLEND = "learned", "rules", "blend"
+DEFAULT_LEARNED_SHARE = 0.25
 DEFAULT_SCORE_POWER = 3.0
 # The ratios to the best fused score at which a payload lists candidate lines (postprocessors/candidates.py),
 # on each fusion's scale: a second file within FLAT_RATIO of the best means the engine is not sure (64% of
@@ -91,7 +96,7 @@ class WeightedFusionRetriever(QueryFusionRetriever):
                  unnamed_window_weight: float = 1.0, declaration_weight: float = 1.0,
                  file_evidence: float = 0.0, leg_agreement: bool = True, similarity_top_k: int = 20,
                  prepare: Optional[Callable[[QueryBundle], SearchRequest]] = None, ranker: str = RULES,
-                 ranker_model: Optional[str] = None) -> None:
+                 ranker_model: Optional[str] = None, learned_share: float = DEFAULT_LEARNED_SHARE) -> None:
         from llama_index.core.llms import MockLLM
 
         # An LLM it never calls (one query, no rewriting), given so that core does not resolve `Settings.llm`
@@ -115,9 +120,11 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         self.phrase_boost = phrase_boost
         self.definition_boost = definition_boost
         self.prepare = prepare or as_request
-        if ranker not in (LEARNED, RULES):
-            raise ValueError(f"ranker must be {LEARNED!r} or {RULES!r}, not {ranker!r}")
-        self.ranker, self.ranker_model = ranker, ranker_model
+        if ranker not in (BLEND, LEARNED, RULES):
+            raise ValueError(f"ranker must be {BLEND!r}, {LEARNED!r} or {RULES!r}, not {ranker!r}")
+        if not 0.0 <= learned_share <= 1.0:
+            raise ValueError(f"learned_share must be between 0 and 1, not {learned_share!r}")
+        self.ranker, self.ranker_model, self.learned_share = ranker, ranker_model, learned_share
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         req = query_bundle if isinstance(query_bundle, SearchRequest) else self.prepare(query_bundle)
@@ -166,8 +173,8 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         return vec
 
     def mode_for(self, req: SearchRequest) -> str:
-        """The scale a request's scores are on: LEARNED under the learned ranker; with the rules, the retriever's
-        fusion for a question; RRF for a long report and for a query
+        """The scale a request's scores are on: LEARNED under the learned ranker; with the rules (and the blend,
+        which keeps their scale), the retriever's fusion for a question; RRF for a long report and for a query
         about one name ("parse_header", "who calls parse_header"), whose boosts (the report's frames, the
         name's definition or uses, NAME_QUERY_BOOST) were set against ranks. Fused on scores, the query
         generators' name questions lost 3-16 points of R@1 (eval/RESULTS.md, "questions fuse the legs' scores")."""
@@ -179,7 +186,8 @@ class WeightedFusionRetriever(QueryFusionRetriever):
 
     def fuse(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> List[NodeWithScore]:
         """The weighted sum of each candidate's share of each leg (`_shares`), times the request's boosts and
-        damping; then the file both legs put first, if they agree, keeps the first place."""
+        damping; then the file both legs put first, if they agree, keeps the first place; under the blend,
+        times the learned ranker's probabilities (`_blend`)."""
         t0 = time.perf_counter()
         mode = self.mode_for(req)
         if mode == LEARNED:
@@ -204,24 +212,45 @@ class WeightedFusionRetriever(QueryFusionRetriever):
             self._add_file_evidence(fused, by_id)
         if self.leg_agreement:
             self._first_place_to_the_agreed_file(fused, by_id, shares, factor)
+        if self.ranker == BLEND and self.learned_share > 0.0 and fused:
+            self._blend(fused, results, req)
         out = [NodeWithScore(node=by_id[nid].node, score=score)
                for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True)]
         req.timings["fusion_ms"] = (time.perf_counter() - t0) * 1000
         return out
 
-    def _learned(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> List[NodeWithScore]:
-        """The candidates ordered by the learned ranker's probabilities (pipelines/ranker.py). A caller's
-        keywords say what it wants, beyond what any query taught the model: they multiply the probabilities as
-        they multiply the scores of the score fusion."""
+    def _learned_probabilities(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest
+                               ) -> Dict[str, float]:
+        """The learned ranker's probability of each candidate (pipelines/ranker.py), by node id."""
         from coderag.pipelines.features import candidate_features
         from coderag.pipelines.ranker import MODEL_PATH, load_ranker
 
         ids, rows = candidate_features(results, req)
-        probs = load_ranker(self.ranker_model or MODEL_PATH).scores(rows)
+        return dict(zip(ids, load_ranker(self.ranker_model or MODEL_PATH).scores(rows)))
+
+    def _blend(self, fused: Dict[str, float], results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> None:
+        """Each fused score to the power 1 - `learned_share`, times its learned probability to the power
+        `learned_share` (a weighted geometric mean: either side can veto a candidate, neither alone decides),
+        scaled so that the best blend keeps the best fused score: the payload's cuts are ratios to the best,
+        read as on the request's fusion (`mode_for`), and the scores shown stay on its scale."""
+        probs = self._learned_probabilities(results, req)
+        top = max(fused.values())
+        if top <= 0.0 or max(probs.values(), default=0.0) <= 0.0:
+            return
+        w = self.learned_share
+        blend = {nid: max(score, 0.0) ** (1.0 - w) * probs.get(nid, 0.0) ** w for nid, score in fused.items()}
+        scale = top / (max(blend.values()) or 1.0)
+        for nid, b in blend.items():
+            fused[nid] = b * scale
+
+    def _learned(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> List[NodeWithScore]:
+        """The candidates ordered by the learned ranker's probabilities (pipelines/ranker.py). A caller's
+        keywords say what it wants, beyond what any query taught the model: they multiply the probabilities as
+        they multiply the scores of the score fusion."""
+        scored = self._learned_probabilities(results, req)
         by_id = {n.node.node_id: n for nodes in results.values() for n in nodes}
-        scored = dict(zip(ids, probs))
         if req.keywords:
-            for nid in ids:
+            for nid in scored:
                 scored[nid] *= self._keyword_factor(by_id[nid], req.keywords, self.score_power)
         return [NodeWithScore(node=by_id[nid].node, score=score)
                 for nid, score in sorted(scored.items(), key=lambda kv: kv[1], reverse=True)]

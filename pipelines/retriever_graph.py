@@ -25,7 +25,8 @@ def fusion_of(settings, legs: dict, prepare: Optional[Callable] = None):
         unnamed_window_weight=r.unnamed_window_weight,
         declaration_weight=r.declaration_weight, noise_weight=r.report_noise_weight,
         non_code_weight=r.report_non_code_weight, file_evidence=r.report_file_evidence,
-        leg_agreement=r.leg_agreement, similarity_top_k=r.fusion_top_k, prepare=prepare, ranker=r.ranker)
+        leg_agreement=r.leg_agreement, similarity_top_k=r.fusion_top_k, prepare=prepare, ranker=r.ranker,
+        learned_share=r.learned_share)
 
 
 class RetrieverGraph:

@@ -60,7 +60,28 @@ def test_ranker_learned_search_puts_the_answer_first(indexed: Path, query: str, 
     assert results and results[0].file_path == want
 
 
-@pytest.mark.parametrize("ranker", ["learned", "rules"])
+def test_ranker_the_default_blend_runs_from_the_rules_to_the_learned_order(indexed: Path) -> None:
+    """learned_share 0 is the rules' order and scores, 1 the learned ranker's order; the default is between."""
+    query = "wait a little longer after each failed login attempt"
+
+    def fused(**retrieval) -> list:
+        with CodeIndex.open(indexed, settings=Settings(retrieval=retrieval), create=False) as index:
+            fusion = index.engine.graph.fusion
+            return [(n.node.node_id, n.score) for n in fusion.retrieve(query)], fusion
+
+    default, fusion = fused()
+    assert (fusion.ranker, fusion.learned_share) == ("blend", 0.25)
+    rules, _ = fused(ranker="rules")
+    learned, _ = fused(ranker="learned")
+    assert fused(learned_share=0.0)[0] == rules
+    assert [nid for nid, _ in fused(learned_share=1.0)[0]] == [nid for nid, _ in learned]
+    assert {nid for nid, _ in default} == {nid for nid, _ in rules}
+    assert default[0][1] == pytest.approx(rules[0][1]), "the best blend keeps the best fused score: one scale"
+    with pytest.raises(ValueError, match="learned_share"):
+        Settings(retrieval={"learned_share": 1.5})
+
+
+@pytest.mark.parametrize("ranker", ["blend", "learned", "rules"])
 def test_ranker_async_retrieve_answers_as_retrieve(indexed: Path, ranker: str) -> None:
     """Core's async path fuses the legs with its own unweighted rank fusion; ours must give the same answer."""
     with CodeIndex.open(indexed, settings=Settings(retrieval={"ranker": ranker}), create=False) as index:
