@@ -1,7 +1,7 @@
 """Fusion of the legs: the learned ranker's order (`ranker=learned`, pipelines/ranker.py), the rules: a
 weighted sum of each leg's normalised scores (or weighted reciprocal rank fusion), times the evidence a query
 and its candidates give (keywords, definitions of the names it spells or the uses of the one it asks about,
-tests and docs, a report's noise, file-level evidence), or the two blended (`ranker=blend`, the default). What
+tests and docs, a report's noise, file-level evidence), or the two blended (`ranker=blend`). What
 a candidate is (a phrase match, a report's noise, an unnamed window) is said once, in pipelines/features.py,
 for all three."""
 
@@ -37,7 +37,8 @@ SCORES, RRF = "scores", "rrf"
 # probabilities over the request's candidates. `ranker=rules` keeps the hand-set fusion to compare against.
 # `ranker=blend` multiplies the rules' scores by the learned probabilities to the power `learned_share`: on
 # repositories neither saw, the learned ranker wins on commit messages and test descriptions, the rules on
-# questions, and the blend keeps most of both (eval/RESULTS.md, "the rules and the learned ranker blended").
+# questions, and the blend keeps most of both (eval/RESULTS.md, "the rules and the learned ranker blended"). It
+# is not the default: the model, trained where docs are never the answer, all but vetoes a README that answers.
 LEARNED, RULES, BLEND = "learned", "rules", "blend"
 DEFAULT_LEARNED_SHARE = 0.25
 DEFAULT_SCORE_POWER = 3.0

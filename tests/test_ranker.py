@@ -60,7 +60,7 @@ def test_ranker_learned_search_puts_the_answer_first(indexed: Path, query: str, 
     assert results and results[0].file_path == want
 
 
-def test_ranker_the_default_blend_runs_from_the_rules_to_the_learned_order(indexed: Path) -> None:
+def test_ranker_the_blend_runs_from_the_rules_to_the_learned_order(indexed: Path) -> None:
     """learned_share 0 is the rules' order and scores, 1 the learned ranker's order; the default is between."""
     query = "wait a little longer after each failed login attempt"
 
@@ -69,12 +69,12 @@ def test_ranker_the_default_blend_runs_from_the_rules_to_the_learned_order(index
             fusion = index.engine.graph.fusion
             return [(n.node.node_id, n.score) for n in fusion.retrieve(query)], fusion
 
-    default, fusion = fused()
+    default, fusion = fused(ranker="blend")
     assert (fusion.ranker, fusion.learned_share) == ("blend", 0.25)
     rules, _ = fused(ranker="rules")
     learned, _ = fused(ranker="learned")
-    assert fused(learned_share=0.0)[0] == rules
-    assert [nid for nid, _ in fused(learned_share=1.0)[0]] == [nid for nid, _ in learned]
+    assert fused(ranker="blend", learned_share=0.0)[0] == rules
+    assert [nid for nid, _ in fused(ranker="blend", learned_share=1.0)[0]] == [nid for nid, _ in learned]
     assert {nid for nid, _ in default} == {nid for nid, _ in rules}
     assert default[0][1] == pytest.approx(rules[0][1]), "the best blend keeps the best fused score: one scale"
     with pytest.raises(ValueError, match="learned_share"):
