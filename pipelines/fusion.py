@@ -231,14 +231,20 @@ class WeightedFusionRetriever(QueryFusionRetriever):
 
     def _blend(self, fused: Dict[str, float], results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> None:
         """Each fused score to the power 1 - `learned_share`, times its learned probability to the power
-        `learned_share` (a weighted geometric mean: either side can veto a candidate, neither alone decides),
-        scaled so that the best blend keeps the best fused score: the payload's cuts are ratios to the best,
-        read as on the request's fusion (`mode_for`), and the scores shown stay on its scale."""
+        `learned_share` (a weighted geometric mean: neither side alone decides the order), scaled so that the
+        best blend keeps the best fused score, so the scores shown stay on the fusion's scale (`mode_for`). The
+        rules' scores stay on the request (`cut_scores`) for the payload's cut: the model, trained where
+        documentation is never the answer, would otherwise hide a README that answers a question."""
         probs = self._learned_probabilities(results, req)
+        if req.keywords:  # the caller's keywords weigh on both sides, as on the learned ranker's alone
+            by_id = {n.node.node_id: n for nodes in results.values() for n in nodes}
+            for nid in probs:
+                probs[nid] *= self._keyword_factor(by_id[nid], req.keywords, self.score_power)
         top = max(fused.values())
         if top <= 0.0 or max(probs.values(), default=0.0) <= 0.0:
             return
         w = self.learned_share
+        req.cut_scores = dict(fused)
         blend = {nid: max(score, 0.0) ** (1.0 - w) * probs.get(nid, 0.0) ** w for nid, score in fused.items()}
         scale = top / (max(blend.values()) or 1.0)
         for nid, b in blend.items():
