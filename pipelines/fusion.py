@@ -37,8 +37,7 @@ SCORES, RRF = "scores", "rrf"
 # probabilities over the request's candidates. `ranker=rules` keeps the hand-set fusion to compare against.
 # `ranker=blend` multiplies the rules' scores by the learned probabilities to the power `learned_share`: on
 # repositories neither saw, the learned ranker wins on commit messages and test descriptions, the rules on
-# questions, and the blend keeps most of both (eval/RESULTS.md, "the rules and the learned ranker blended"). It
-# is not the default: the model, trained where docs are never the answer, all but vetoes a README that answers.
+# questions, and the blend keeps most of both (eval/RESULTS.md, "the rules and the learned ranker blended").
 LEARNED, RULES, BLEND = "learned", "rules", "blend"
 DEFAULT_LEARNED_SHARE = 0.25
 DEFAULT_SCORE_POWER = 3.0
