@@ -221,12 +221,19 @@ class WeightedFusionRetriever(QueryFusionRetriever):
 
     def _learned_probabilities(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest
                                ) -> Dict[str, float]:
-        """The learned ranker's probability of each candidate (pipelines/ranker.py), by node id."""
+        """The learned ranker's probability of each candidate (pipelines/ranker.py), by node id. A caller's
+        keywords say what it wants, beyond what any query taught the model: they multiply the probabilities as
+        they multiply the scores of the score fusion."""
         from coderag.pipelines.features import candidate_features
         from coderag.pipelines.ranker import MODEL_PATH, load_ranker
 
         ids, rows = candidate_features(results, req)
-        return dict(zip(ids, load_ranker(self.ranker_model or MODEL_PATH).scores(rows)))
+        probs = dict(zip(ids, load_ranker(self.ranker_model or MODEL_PATH).scores(rows)))
+        if req.keywords:
+            by_id = {n.node.node_id: n for nodes in results.values() for n in nodes}
+            for nid in probs:
+                probs[nid] *= self._keyword_factor(by_id[nid], req.keywords, self.score_power)
+        return probs
 
     def _blend(self, fused: Dict[str, float], results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> None:
         """Each fused score to the power 1 - `learned_share`, times its learned probability to the power
@@ -234,11 +241,7 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         best blend keeps the best fused score, so the scores shown stay on the fusion's scale (`mode_for`). The
         rules' scores stay on the request (`cut_scores`) for the payload's cut: the model, trained where
         documentation is never the answer, would otherwise hide a README that answers a question."""
-        probs = self._learned_probabilities(results, req)
-        if req.keywords:  # the caller's keywords weigh on both sides, as on the learned ranker's alone
-            by_id = {n.node.node_id: n for nodes in results.values() for n in nodes}
-            for nid in probs:
-                probs[nid] *= self._keyword_factor(by_id[nid], req.keywords, self.score_power)
+        probs = self._learned_probabilities(results, req)  # the caller's keywords weigh on both sides
         top = max(fused.values())
         if top <= 0.0 or max(probs.values(), default=0.0) <= 0.0:
             return
@@ -250,14 +253,9 @@ class WeightedFusionRetriever(QueryFusionRetriever):
             fused[nid] = b * scale
 
     def _learned(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> List[NodeWithScore]:
-        """The candidates ordered by the learned ranker's probabilities (pipelines/ranker.py). A caller's
-        keywords say what it wants, beyond what any query taught the model: they multiply the probabilities as
-        they multiply the scores of the score fusion."""
+        """The candidates ordered by the learned ranker's probabilities (pipelines/ranker.py)."""
         scored = self._learned_probabilities(results, req)
         by_id = {n.node.node_id: n for nodes in results.values() for n in nodes}
-        if req.keywords:
-            for nid in scored:
-                scored[nid] *= self._keyword_factor(by_id[nid], req.keywords, self.score_power)
         return [NodeWithScore(node=by_id[nid].node, score=score)
                 for nid, score in sorted(scored.items(), key=lambda kv: kv[1], reverse=True)]
 
