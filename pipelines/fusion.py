@@ -23,7 +23,7 @@ from coderag.queries.names import uses_name
 from coderag.queries.symbols import defines_symbol
 from coderag.pipelines.features import (NON_CODE_LANGUAGES, declares_only, defines_name, is_report_noise,
                                         is_unnamed_window, phrase_of, query_phrase)
-from coderag.pipelines.ranker import LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO
+from coderag.pipelines.ranker import LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO, blend
 from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
 
@@ -187,7 +187,7 @@ class WeightedFusionRetriever(QueryFusionRetriever):
     def fuse(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> List[NodeWithScore]:
         """The weighted sum of each candidate's share of each leg (`_shares`), times the request's boosts and
         damping; then the file both legs put first, if they agree, keeps the first place; under the blend,
-        times the learned ranker's probabilities (`_blend`)."""
+        blended with the learned ranker's probabilities (pipelines/ranker.py `blend`)."""
         t0 = time.perf_counter()
         mode = self.mode_for(req)
         if mode == LEARNED:
@@ -213,14 +213,17 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         if self.leg_agreement:
             self._first_place_to_the_agreed_file(fused, by_id, shares, factor)
         if self.ranker == BLEND and self.learned_share > 0.0 and fused:
-            self._blend(fused, results, req)
+            # The rules' scores stay on the request for the payload's cut: the model, trained where documentation
+            # is never the answer, would otherwise hide a README that answers a question (eval/RESULTS.md).
+            req.cut_scores = dict(fused)
+            fused = blend(fused, self._learned_probabilities(results, req, by_id), self.learned_share)
         out = [NodeWithScore(node=by_id[nid].node, score=score)
                for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True)]
         req.timings["fusion_ms"] = (time.perf_counter() - t0) * 1000
         return out
 
-    def _learned_probabilities(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest
-                               ) -> Dict[str, float]:
+    def _learned_probabilities(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest,
+                               by_id: Dict[str, NodeWithScore]) -> Dict[str, float]:
         """The learned ranker's probability of each candidate (pipelines/ranker.py), by node id. A caller's
         keywords say what it wants, beyond what any query taught the model: they multiply the probabilities as
         they multiply the scores of the score fusion."""
@@ -230,32 +233,14 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         ids, rows = candidate_features(results, req)
         probs = dict(zip(ids, load_ranker(self.ranker_model or MODEL_PATH).scores(rows)))
         if req.keywords:
-            by_id = {n.node.node_id: n for nodes in results.values() for n in nodes}
             for nid in probs:
                 probs[nid] *= self._keyword_factor(by_id[nid], req.keywords, self.score_power)
         return probs
 
-    def _blend(self, fused: Dict[str, float], results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> None:
-        """Each fused score to the power 1 - `learned_share`, times its learned probability to the power
-        `learned_share` (a weighted geometric mean: neither side alone decides the order), scaled so that the
-        best blend keeps the best fused score, so the scores shown stay on the fusion's scale (`mode_for`). The
-        rules' scores stay on the request (`cut_scores`) for the payload's cut: the model, trained where
-        documentation is never the answer, would otherwise hide a README that answers a question."""
-        probs = self._learned_probabilities(results, req)  # the caller's keywords weigh on both sides
-        top = max(fused.values())
-        if top <= 0.0 or max(probs.values(), default=0.0) <= 0.0:
-            return
-        w = self.learned_share
-        req.cut_scores = dict(fused)
-        blend = {nid: max(score, 0.0) ** (1.0 - w) * probs.get(nid, 0.0) ** w for nid, score in fused.items()}
-        scale = top / (max(blend.values()) or 1.0)
-        for nid, b in blend.items():
-            fused[nid] = b * scale
-
     def _learned(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> List[NodeWithScore]:
         """The candidates ordered by the learned ranker's probabilities (pipelines/ranker.py)."""
-        scored = self._learned_probabilities(results, req)
         by_id = {n.node.node_id: n for nodes in results.values() for n in nodes}
+        scored = self._learned_probabilities(results, req, by_id)
         return [NodeWithScore(node=by_id[nid].node, score=score)
                 for nid, score in sorted(scored.items(), key=lambda kv: kv[1], reverse=True)]
 

@@ -15,7 +15,7 @@ import json
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, List, Sequence
+from typing import Any, Dict, List, Sequence
 
 from coderag.base.errors import CodeRagError
 from coderag.pipelines.features import FEATURES
@@ -59,6 +59,23 @@ class LearnedRanker:
         exp = [math.exp(s - top) for s in raw]
         total = sum(exp)
         return [e / total for e in exp]
+
+
+def blend(fused: Dict[str, float], probs: Dict[str, float], share: float) -> Dict[str, float]:
+    """Each fused score to the power 1 - `share`, times its probability (`probs`, by the same keys) to the
+    power `share`: a weighted geometric mean, so neither side alone decides the order. Scaled so that the best
+    blend keeps the best fused score: the scores shown stay on the fusion's scale. Unchanged when either side
+    has no evidence at all.
+
+    >>> {key: round(score, 3) for key, score in blend({"a": 0.9, "b": 0.6}, {"a": 0.1, "b": 0.9}, 0.5).items()}
+    {'a': 0.367, 'b': 0.9}
+    """
+    top = max(fused.values(), default=0.0)
+    if top <= 0.0 or max(probs.values(), default=0.0) <= 0.0:
+        return fused
+    mixed = {key: max(score, 0.0) ** (1.0 - share) * probs.get(key, 0.0) ** share for key, score in fused.items()}
+    scale = top / (max(mixed.values()) or 1.0)
+    return {key: value * scale for key, value in mixed.items()}
 
 
 @lru_cache(maxsize=4)
