@@ -35,16 +35,18 @@ DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weigh
 SCORES, RRF = "scores", "rrf"
 # The learned ranker (pipelines/ranker.py) replaces the fusion and every boost below; its scores are
 # probabilities over the request's candidates. `ranker=rules` keeps the hand-set fusion to compare against.
-# `ranker=blend` multiplies the rules' scores by the learned probabilities to the power `learned_share`: on
-# repositories neither saw, the learned ranker wins on commit messages and test descriptions, the rules on
-# questions, and the blend keeps most of both (eval/RESULTS.md, "the rules and the learned ranker blended").
+# `ranker=blend` (the default) orders by the rules' scores times the learned probabilities to the power
+# `learned_share`, and keeps the rules' scale (pipelines/ranker.py `blend`): on repositories neither saw, the
+# learned ranker wins on commit messages and test descriptions, the rules on questions, and the blend keeps
+# most of both (eval/RESULTS.md, "the rules and the learned ranker blended").
 LEARNED, RULES, BLEND = "learned", "rules", "blend"
 DEFAULT_LEARNED_SHARE = 0.25
 DEFAULT_SCORE_POWER = 3.0
 # The ratios to the best fused score at which a payload lists candidate lines (postprocessors/candidates.py),
 # on each fusion's scale: a second file within FLAT_RATIO of the best means the engine is not sure (64% of
 # the natural questions on both scales), and a place under FLOOR_RATIO is not worth a line (80% of a top 40
-# stay above it on both).
+# stay above it on both). Under RRF a one-rank difference in both legs is ~2%, and a top that both legs
+# agree on, or one lifted by a definition or keyword boost, stands 15% or more above the rest.
 FLAT_RATIO = {RRF: 0.87, SCORES: 0.62, LEARNED: LEARNED_FLAT_RATIO}
 FLOOR_RATIO = {RRF: 0.3, SCORES: 0.06, LEARNED: LEARNED_FLOOR_RATIO}
 DEFAULT_DEFINITION_BOOST = 0.5
@@ -212,10 +214,9 @@ class WeightedFusionRetriever(QueryFusionRetriever):
             self._add_file_evidence(fused, by_id)
         if self.leg_agreement:
             self._first_place_to_the_agreed_file(fused, by_id, shares, factor)
-        if self.ranker == BLEND and self.learned_share > 0.0 and fused:
-            # The rules' scores stay on the request for the payload's cut: the model, trained where documentation
-            # is never the answer, would otherwise hide a README that answers a question (eval/RESULTS.md).
-            req.cut_scores = dict(fused)
+        if self.ranker == BLEND and self.learned_share > 0.0 and fused and {DENSE, BM25} <= results.keys():
+            # Only over both legs: the model learned from candidates of both, and a search while the vectors are
+            # still being built, or with one leg asked for, would feed it the other leg's evidence as absent.
             fused = blend(fused, self._learned_probabilities(results, req, by_id), self.learned_share)
         out = [NodeWithScore(node=by_id[nid].node, score=score)
                for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True)]

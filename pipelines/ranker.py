@@ -62,20 +62,20 @@ class LearnedRanker:
 
 
 def blend(fused: Dict[str, float], probs: Dict[str, float], share: float) -> Dict[str, float]:
-    """Each fused score to the power 1 - `share`, times its probability (`probs`, by the same keys) to the
-    power `share`: a weighted geometric mean, so neither side alone decides the order. Scaled so that the best
-    blend keeps the best fused score: the scores shown stay on the fusion's scale. Unchanged when either side
-    has no evidence at all.
+    """The blend's order, on the fusion's scale: candidates ordered by each fused score to the power 1 - `share`
+    times its probability (`probs`, by the same keys) to the power `share` (a weighted geometric mean, so
+    neither side alone decides), and given the fused scores, best first, in that order. The payload's ratios
+    (its cut, when it is unsure, which places are worth a line) were set on the fused scores' spread; handed
+    out this way, they see the same spread whatever the order. Unchanged when either side has no evidence.
 
-    >>> {key: round(score, 3) for key, score in blend({"a": 0.9, "b": 0.6}, {"a": 0.1, "b": 0.9}, 0.5).items()}
-    {'a': 0.367, 'b': 0.9}
+    >>> blend({"a": 0.9, "b": 0.6, "c": 0.3}, {"a": 0.1, "b": 0.8, "c": 0.1}, 0.5)
+    {'b': 0.9, 'a': 0.6, 'c': 0.3}
     """
-    top = max(fused.values(), default=0.0)
-    if top <= 0.0 or max(probs.values(), default=0.0) <= 0.0:
+    if max(fused.values(), default=0.0) <= 0.0 or max(probs.values(), default=0.0) <= 0.0:
         return fused
     mixed = {key: max(score, 0.0) ** (1.0 - share) * probs.get(key, 0.0) ** share for key, score in fused.items()}
-    scale = top / (max(mixed.values()) or 1.0)
-    return {key: value * scale for key, value in mixed.items()}
+    order = sorted(mixed, key=mixed.__getitem__, reverse=True)
+    return dict(zip(order, sorted(fused.values(), reverse=True)))
 
 
 @lru_cache(maxsize=4)

@@ -21,13 +21,8 @@ from coderag.postprocessors.token_budget import FULL_END_LINE_KEY
 
 DEFAULT_MAX_CANDIDATES = 10
 DEFAULT_PER_FILE = 2
-# Weaker than this x the best score is not a place worth a line. Under weighted RRF the top 40 stay within
-# ~0.55x of the best, so this is a guard against other score scales, not a cut.
-DEFAULT_FLOOR_RATIO = 0.3
-# Scores are flat (the engine is not sure) when the best chunk of the second file scores at least this x
-# the best: under RRF a one-rank difference in both legs is ~2%, and a top that both legs agree on, or one
-# lifted by a definition or keyword boost, stands 15% or more above the rest.
-DEFAULT_FLAT_RATIO = 0.87
+# The ratios that say which places are worth a line and when the ranking is unsure depend on the scale of
+# the scores: the caller gives them (pipelines/fusion.py FLOOR_RATIO and FLAT_RATIO, one per scale).
 # Share of the budget (after the frame) kept for candidate lines when scores are flat.
 DEFAULT_FLAT_SHARE = 0.25
 SIGNATURE_CHARS = 120
@@ -103,7 +98,7 @@ def _cut(line: str) -> str:
     return line if len(line) <= SIGNATURE_CHARS else line[:SIGNATURE_CHARS - 1] + "…"
 
 
-def is_flat(blocks: Iterable[NodeWithScore], ratio: float = DEFAULT_FLAT_RATIO) -> bool:
+def is_flat(blocks: Iterable[NodeWithScore], ratio: float) -> bool:
     """True when the best block of the second-best file scores at least `ratio` x the best block."""
     best: dict[str, float] = {}
     for n in blocks:
@@ -145,8 +140,7 @@ class CandidatePostprocessor(BaseNodePostprocessor):
 
     max_candidates: int = Field(default=DEFAULT_MAX_CANDIDATES, ge=0, description="Lines at most.")
     per_file: int = Field(default=DEFAULT_PER_FILE, ge=1, description="Candidates of one file at most.")
-    floor_ratio: float = Field(default=DEFAULT_FLOOR_RATIO, ge=0.0, le=1.0,
-                               description="Nodes below this x the best score are never listed.")
+    floor_ratio: float = Field(ge=0.0, le=1.0, description="Nodes below this x the best score are never listed.")
 
     _shown: dict = PrivateAttr(default_factory=dict)  # path -> [(start, end)]
     _skip: frozenset = PrivateAttr(default=frozenset())
@@ -222,8 +216,8 @@ def shown_spans(packed: Iterable[NodeWithScore]) -> list[tuple[str, int, int]]:
 
 def pack_with_candidates(run: Callable, packer: Any, blocks: list[NodeWithScore], pool: list[NodeWithScore],
                          picker: CandidatePostprocessor, price: Callable[[Candidate], int], wrapper: int,
-                         flat_share: float = DEFAULT_FLAT_SHARE,
-                         flat_ratio: float = DEFAULT_FLAT_RATIO) -> tuple[list[NodeWithScore], list[Candidate]]:
+                         flat_ratio: float, flat_share: float = DEFAULT_FLAT_SHARE
+                         ) -> tuple[list[NodeWithScore], list[Candidate]]:
     """The blocks `packer` (a TokenBudgetPostprocessor) fits, then candidate lines from `pool` in what it
     leaves, all within its budget. When scores are flat (`is_flat`) up to `flat_share` of the budget is kept
     for candidates, so they are listed even where the blocks would fill it, unless the best block would then

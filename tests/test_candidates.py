@@ -242,8 +242,8 @@ def test_candidates_picker_leaves_out_what_is_shown_repeated_stale_or_weak() -> 
     # a.py:5-8 overlaps the shown block; a.py has two candidates already at 40-50; c.py is below 0.3 x best.
     assert [(n.node.metadata["file_path"], n.node.metadata["start_line"]) for n in out] == \
            [("a.py", 20), ("a.py", 40), ("b.py", 1)]
-    assert CandidatePostprocessor(max_candidates=1).postprocess_nodes(pool)[0].score == 1.0
-    assert CandidatePostprocessor(max_candidates=0).postprocess_nodes(pool) == []
+    assert CandidatePostprocessor(max_candidates=1, floor_ratio=0.3).postprocess_nodes(pool)[0].score == 1.0
+    assert CandidatePostprocessor(max_candidates=0, floor_ratio=0.3).postprocess_nodes(pool) == []
 
 
 def test_candidates_lines_check_reads_the_file_as_it_is(tmp_path: Path) -> None:
@@ -259,10 +259,11 @@ def test_candidates_lines_check_reads_the_file_as_it_is(tmp_path: Path) -> None:
 
 
 def test_candidates_flat_scores() -> None:
-    assert is_flat([_node("a.py", 1, 2, 1.0), _node("b.py", 1, 2, 0.95)])
-    assert not is_flat([_node("a.py", 1, 2, 1.0), _node("b.py", 1, 2, 0.7)])
-    assert not is_flat([_node("a.py", 1, 2, 1.0), _node("a.py", 5, 6, 0.99)])  # one file: nothing to hedge
-    assert not is_flat([])
+    assert is_flat([_node("a.py", 1, 2, 1.0), _node("b.py", 1, 2, 0.95)], 0.87)
+    assert not is_flat([_node("a.py", 1, 2, 1.0), _node("b.py", 1, 2, 0.7)], 0.87)
+    assert is_flat([_node("a.py", 1, 2, 1.0), _node("b.py", 1, 2, 0.7)], 0.62)  # the ratio is the caller's
+    assert not is_flat([_node("a.py", 1, 2, 1.0), _node("a.py", 5, 6, 0.99)], 0.87)  # one file: nothing to hedge
+    assert not is_flat([], 0.87)
 
 
 def _word_cost(nws, text, truncated):
@@ -284,7 +285,8 @@ def test_candidates_share_of_the_budget_when_flat(flat: bool) -> None:
     price = lambda c: 10  # noqa: E731
     packed, cands = pack_with_candidates(lambda pp, nodes: pp.postprocess_nodes(nodes), packer, blocks, pool,
                                          CandidatePostprocessor(unchanged_files={n.node.metadata["file_path"]
-                                                                                 for n in pool}), price, 4)
+                                                                                 for n in pool}, floor_ratio=0.3),
+                                         price, 4, flat_ratio=0.87)
     used = sum(_word_cost(n, n.node.get_content(), bool(n.node.metadata.get("truncated"))) for n in packed)
     assert used + (4 + 10 * len(cands) if cands else 0) <= 300 - 20
     if flat:
@@ -302,7 +304,7 @@ def test_candidates_reserve_never_takes_the_best_blocks_place() -> None:
     pool = blocks + [_node(f"c{i}.py", 1, 5, 0.9 - i / 100) for i in range(12)]
     packer = TokenBudgetPostprocessor(cost=_word_cost, max_tokens=300, frame_tokens=20)
     packed, cands = pack_with_candidates(lambda pp, nodes: pp.postprocess_nodes(nodes), packer, blocks, pool,
-                                         CandidatePostprocessor(), lambda c: 10, 4)
+                                         CandidatePostprocessor(floor_ratio=0.3), lambda c: 10, 4, flat_ratio=0.87)
     assert [n.node.metadata["file_path"] for n in packed] == ["a.py", "b.py"] and packer.reserve_tokens == 0
     assert len(cands) == 1  # 280 - 254 - 11 = 15 tokens: the section's 4 and one line of 10
 

@@ -587,21 +587,3 @@ def test_query_every_text_is_the_file_lines(search, opts) -> None:
     for q in queries:
         returned += len(search(q, **opts))  # the fixture checks each result
     assert returned >= len(queries)
-
-
-def test_query_preselect_cuts_on_the_rules_scores_a_blend_reordered() -> None:
-    """The blend's order comes first; what is cut reads the rules' scores where the request kept them, so a
-    README the learned model dislikes (blended 0.06 of the best) stays when the rules gave it 0.30."""
-    from llama_index.core.schema import NodeWithScore, TextNode
-
-    from coderag.pipelines.query import _preselect
-
-    def node(nid: str, score: float) -> NodeWithScore:
-        return NodeWithScore(node=TextNode(id_=nid, text="x = 1\n"), score=score)
-
-    blended = [node("code", 0.88), node("other", 0.18), node("readme", 0.05)]
-    rules = {"code": 0.88, "other": 0.16, "readme": 0.27}
-    assert [n.node.node_id for n in _preselect(blended, 4000, 0.15)] == ["code", "other"]
-    kept = _preselect(blended, 4000, 0.15, rules)
-    assert [n.node.node_id for n in kept] == ["code", "other", "readme"]  # the blend's order
-    assert [n.node.node_id for n in _preselect(blended, 4000, 0.15, {**rules, "other": 0.1})] == ["code", "readme"]
