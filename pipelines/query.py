@@ -122,7 +122,8 @@ class SearchEngine:
     def search(self, opts: SearchOptions, freshness: Optional[str] = None) -> tuple[SearchResults, set[str]]:
         """Answer one request: (the payload, the files of its candidates that changed since indexing).
         `freshness` overrides the payload's freshness note when no file is stale."""
-        from coderag.pipelines.fusion import LEARNED, SCORES
+        from coderag.pipelines.fusion import LEARNED
+        from coderag.pipelines.rules import SCORES
         from coderag.pipelines.ranker import LEARNED_CUT_RATIO
         from coderag.postprocessors.lines import LineSource
 

@@ -8,8 +8,7 @@ import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from coderag.base.config import Settings
-from coderag.pipelines.features import FEATURES, candidate_features
-from coderag.pipelines.fusion import is_unnamed_window
+from coderag.pipelines.features import FEATURES, candidate_features, is_unnamed_window
 from coderag.pipelines.retriever_graph import fusion_of
 from coderag.pipelines.retrievers import DenseRetriever, SparseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, NAMED, SearchRequest
@@ -217,12 +216,12 @@ def test_fusion_a_query_about_a_code_name_leans_on_bm25(mode) -> None:
     """A query about one code name, or a pasted error, is matched word for word: the dense leg, which ranks
     the name's neighbours, weighs half as much. A question, or one plain word, keeps the usual weights."""
     f = _fusion()
-    usual = (f.score_weights if mode == "scores" else f.weights)[DENSE]
-    weights = f._leg_weights(LEXICAL_LEGS, SearchRequest("where is parse_header defined"), mode)
+    usual = (f.rules.score_weights if mode == "scores" else f.rules.weights)[DENSE]
+    weights = f.rules._leg_weights(LEXICAL_LEGS, SearchRequest("where is parse_header defined"), mode)
     assert weights[DENSE] == pytest.approx(usual / 2) and weights[BM25] == 1.0
-    assert f._leg_weights(LEXICAL_LEGS, SearchRequest("parse the header of a request"), mode)[DENSE] == usual
-    assert f._leg_weights(LEXICAL_LEGS, SearchRequest("authentication"), mode)[DENSE] == usual
-    assert f._leg_weights(LEXICAL_LEGS, SearchRequest("ValueError: no such header"), mode)[DENSE] < usual
+    assert f.rules._leg_weights(LEXICAL_LEGS, SearchRequest("parse the header of a request"), mode)[DENSE] == usual
+    assert f.rules._leg_weights(LEXICAL_LEGS, SearchRequest("authentication"), mode)[DENSE] == usual
+    assert f.rules._leg_weights(LEXICAL_LEGS, SearchRequest("ValueError: no such header"), mode)[DENSE] < usual
 
 
 def _scored(*pairs: tuple[TextNode, float]) -> list[NodeWithScore]:

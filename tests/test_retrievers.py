@@ -15,7 +15,9 @@ from coderag.pipelines.retriever_graph import RetrieverGraph
 from coderag.pipelines.search_request import SearchRequest
 from coderag.pipelines.search_options import SearchOptions
 from coderag.queries.names import query_identifiers
-from coderag.pipelines.fusion import DEFAULT_RRF_K, defines, phrase_of, query_phrase
+from coderag.pipelines.features import phrase_of, query_phrase
+from coderag.pipelines.rules import DEFAULT_RRF_K
+from coderag.queries.symbols import defines_symbol as defines
 from coderag.pipelines.retrievers import BoundedAutoMergingRetriever, DenseRetriever, SparseRetriever, contains_all
 from test_query import RETRIEVAL_FILES
 
@@ -261,8 +263,8 @@ def test_retrievers_fusion_ranks_the_exact_definition_above_callers(index, monke
     fused = [_key(n) for n in _fusion(index, "getUserById").retrieve("getUserById")]
     assert fused[0] == ("web/api/users.ts", "getUserById")
     plain = _fusion(index, "getUserById")
-    plain.fusion.definition_boost = 0.0
-    monkeypatch.setattr("coderag.pipelines.fusion.LEXICAL_QUERY_DENSE_FACTOR", 1.0)  # the dense leg weighs as usual
+    plain.fusion.rules.definition_boost = 0.0
+    monkeypatch.setattr("coderag.pipelines.rules.LEXICAL_QUERY_DENSE_FACTOR", 1.0)  # the dense leg weighs as usual
     assert [_key(n) for n in plain.retrieve("getUserById")][0] != fused[0]  # the boost is what does it
 
 
