@@ -24,7 +24,6 @@ from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_requ
 # learned ranker wins on commit messages and test descriptions, the rules on questions, and the blend keeps
 # most of both (eval/RESULTS.md, "the rules and the learned ranker blended").
 LEARNED, RULES, BLEND = "learned", "rules", "blend"
-DEFAULT_LEARNED_SHARE = 0.25
 # The ratios to the best fused score at which a payload lists candidate lines (postprocessors/candidates.py),
 # on each fusion's scale: a second file within FLAT_RATIO of the best means the engine is not sure (64% of
 # the natural questions on both scales), and a place under FLOOR_RATIO is not worth a line (80% of a top 40
@@ -41,12 +40,13 @@ class WeightedFusionRetriever(QueryFusionRetriever):
     Built once per index over its named legs (pipelines/search_request.py: dense, bm25, named); a request
     says which legs run, its keywords and, for a long report, its reading. `prepare(text)` turns a plain
     QueryBundle into a request (a notebook's `retrieve("...")` reads a long report as a search does). The
-    keyword arguments after `weights` are the rules' (`Rules`).
+    other keyword arguments are the rules' (`Rules`). The settings give every tuned value
+    (retriever_graph.fusion_of); a `learned_share` of 0 leaves the blend the rules' order.
     """
 
     def __init__(self, legs: Dict[str, BaseRetriever], weights: Dict[str, float], *, similarity_top_k: int = 20,
                  prepare: Optional[Callable[[QueryBundle], SearchRequest]] = None, ranker: str = RULES,
-                 ranker_model: Optional[str] = None, learned_share: float = DEFAULT_LEARNED_SHARE,
+                 ranker_model: Optional[str] = None, learned_share: float = 0.0,
                  **rules: Any) -> None:
         from llama_index.core.llms import MockLLM
 

@@ -27,7 +27,6 @@ DEFAULT_RRF_K = 60.0  # Cormack, Clarke & Buettcher 2009: k = 60 damps the weigh
 # the chunk one leg ranked first by far; the scores say how far. A long report and a query about one name
 # keep RRF (`mode_for`): their boosts were set on ranks (eval/RESULTS.md, "questions fuse the legs' scores").
 SCORES, RRF = "scores", "rrf"
-DEFAULT_SCORE_POWER = 3.0
 
 DEFAULT_DEFINITION_BOOST = 0.5
 # A query that is one name (`DEFAULT_STYLES`, "where is MAX_RETRIES defined") asks for its definition, and
@@ -57,11 +56,12 @@ class Rules:
     the legs' scores, a long report's and a one-name query's on their reciprocal ranks (weighted: core's
     reciprocal-rank mode ignores `retriever_weights`). `weights` are the legs' RRF weights, `score_weights`
     their weights under score fusion; the weights of the legs that ran are normalised per request, as core
-    normalises the weights it is given."""
+    normalises the weights it is given. The tuned values come from the settings (retriever_graph.fusion_of);
+    what is left out here has no effect (a boost of 0, a weight of 1)."""
 
-    def __init__(self, weights: Dict[str, float], *, fusion: str = SCORES,
-                 score_weights: Optional[Dict[str, float]] = None, score_power: float = DEFAULT_SCORE_POWER,
-                 rrf_k: float = DEFAULT_RRF_K, keyword_boost: float = 0.5, phrase_boost: float = 0.0,
+    def __init__(self, weights: Dict[str, float], *, score_power: float, fusion: str = SCORES,
+                 score_weights: Optional[Dict[str, float]] = None,
+                 rrf_k: float = DEFAULT_RRF_K, keyword_boost: float = 0.0, phrase_boost: float = 0.0,
                  definition_boost: float = DEFAULT_DEFINITION_BOOST, tests_docs_weight: float = 1.0,
                  noise_weight: float = 1.0, non_code_weight: float = 1.0, unnamed_window_weight: float = 1.0,
                  declaration_weight: float = 1.0, file_evidence: float = 0.0, leg_agreement: bool = True) -> None:
