@@ -56,8 +56,13 @@ class Rules:
     the legs' scores, a long report's and a one-name query's on their reciprocal ranks (weighted: core's
     reciprocal-rank mode ignores `retriever_weights`). `weights` are the legs' RRF weights, `score_weights`
     their weights under score fusion; the weights of the legs that ran are normalised per request, as core
-    normalises the weights it is given. The tuned values come from the settings (retriever_graph.fusion_of);
-    what is left out here has no effect (a boost of 0, a weight of 1)."""
+    normalises the weights it is given. The boosts lift chunks that hold the caller's keywords and the
+    definitions of identifiers the query spells exactly (so `getUserById` ranks the function of that name above
+    `get_user_by_id`, which the two legs would otherwise tie, and above its callers).
+
+    The settings give the tuned values (retriever_graph.fusion_of). The definition boost, which no setting
+    names, is DEFAULT_DEFINITION_BOOST; any other value left out here has no effect (a boost of 0, a weight
+    of 1)."""
 
     def __init__(self, weights: Dict[str, float], *, score_power: float, fusion: str = SCORES,
                  score_weights: Optional[Dict[str, float]] = None,
