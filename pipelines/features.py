@@ -29,7 +29,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from llama_index.core.schema import NodeWithScore
 
-from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, EXAMPLES, TESTS, file_role, role_asked_for
+from coderag.nodes.file_roles import DOC_LANGUAGES, DOCS, EXAMPLES, TESTS, file_role
 from coderag.nodes.keys import (DECLARATION_KEY, END_LINE_KEY, FILE_PATH_KEY, KIND_KEY, LANGUAGE_KEY, START_LINE_KEY,
                                 SYMBOL_KEY)
 from coderag.nodes.lexical import STOP_WORDS, code_terms, is_pasted_error, term_set
@@ -168,7 +168,7 @@ def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchReque
     query = req.query_str
     names = req.names
     reading = req.reading
-    wanted = None if reading is not None else role_asked_for(query)
+    wanted = req.role_asked_for
     terms = query_terms(req.bm25_text)
 
     fields = {}

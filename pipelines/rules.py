@@ -12,12 +12,11 @@ from typing import Dict, List, Optional, Tuple
 
 from llama_index.core.schema import NodeWithScore
 
-from coderag.nodes.file_roles import DOCS, TESTS, file_role, role_asked_for
+from coderag.nodes.file_roles import DOCS, TESTS, file_role
 from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY
-from coderag.nodes.lexical import is_pasted_error
 from coderag.pipelines.features import (NON_CODE_LANGUAGES, declares_only, defines_name, is_report_noise,
                                         is_unnamed_window, phrase_of, query_phrase)
-from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
+from coderag.pipelines.search_request import BM25, DENSE, QueryKind, SearchRequest
 from coderag.queries.literals import message_coverage
 from coderag.queries.names import uses_name
 
@@ -91,7 +90,7 @@ class Rules:
         a query about one name ("parse_header", "who calls parse_header"), whose boosts (the report's frames,
         the name's definition or uses, NAME_QUERY_BOOST) were set against ranks. Fused on scores, the query
         generators' name questions lost 3-16 points of R@1 (eval/RESULTS.md, "questions fuse the legs' scores")."""
-        if req.reading is not None or req.names.definition or req.names.usages:
+        if req.kind is not QueryKind.QUESTION:
             return RRF
         return self.fusion
 
@@ -114,7 +113,7 @@ class Rules:
                 base[nid] = base.get(nid, 0.0) + w * share
         factor = self._boosts(by_id, req, mode)
         fused = {nid: score * factor[nid] for nid, score in base.items()}
-        if req.reading is not None and self.file_evidence:
+        if req.kind is QueryKind.REPORT and self.file_evidence:
             self._add_file_evidence(fused, by_id)
         if self.leg_agreement:
             self._first_place_to_the_agreed_file(fused, by_id, shares, factor)
@@ -145,7 +144,7 @@ class Rules:
         weighs LEXICAL_QUERY_DENSE_FACTOR as much (eval/RESULTS.md, "a query about one code name")."""
         chosen = self.weights if mode == RRF else self.score_weights
         weights = {name: chosen[name] for name in results}
-        if DENSE in weights and req.reading is None and (is_pasted_error(req.query_str) or req.names.about_a_code_name):
+        if DENSE in weights and req.word_for_word:
             weights[DENSE] *= LEXICAL_QUERY_DENSE_FACTOR
         return weights
 
@@ -170,7 +169,7 @@ class Rules:
             power = self.score_power if mode == SCORES else 1.0
             for nid, nws in by_id.items():
                 factor[nid] *= self.keyword_factor(nws, req.keywords, power)
-        phrase = query_phrase(req.query_str) if self.phrase_boost and req.reading is None else ""
+        phrase = query_phrase(req.query_str) if self.phrase_boost and req.kind is not QueryKind.REPORT else ""
         if phrase:
             longest = max(phrase.split(" "), key=len)  # a cheap first test, which most candidates fail
             for nid, nws in by_id.items():
@@ -182,7 +181,7 @@ class Rules:
 
     def _name_factors(self, factor: Dict[str, float], by_id: Dict[str, NodeWithScore], req: SearchRequest) -> None:
         """Definitions of the names a report points at or a query spells; for "who calls X", X's uses."""
-        if req.reading is not None:
+        if req.kind is QueryKind.REPORT:
             # A report's reading ranks the names it points at: the boost of a chunk is that of the most
             # telling name it defines (1, 1/2, 1/3 ... of `definition_boost`).
             names = req.reading.definitions
@@ -191,15 +190,14 @@ class Rules:
                 if rank is not None:
                     factor[nid] *= 1.0 + self.definition_boost / (rank + 1)
             return
-        names = req.names
-        idents = names.idents
-        if names.usages:
+        idents = req.names.idents
+        if req.kind is QueryKind.USAGES:
             for nid, nws in by_id.items():  # the places that use the name, not its definition
                 if not _defines(nws, idents[0]) and uses_name(nws.node.get_content(), idents[0]):
                     factor[nid] *= 1.0 + NAME_QUERY_BOOST
             return
         boost = self.definition_boost
-        if boost and names.definition:
+        if boost and req.kind is QueryKind.DEFINITION:
             boost = max(boost, NAME_QUERY_BOOST)
         if idents and boost:
             for nid, nws in by_id.items():
@@ -211,12 +209,11 @@ class Rules:
         ("where is the progress bar tested") or docs, that role keeps its weight and the others weigh less.
         For a question, windows that define nothing weigh less, and so does code that only declares (unless
         it declares a name the question spells); for a report, its noise and non-code files."""
-        report = req.reading is not None
+        report = req.kind is QueryKind.REPORT
         noise, non_code = (self.noise_weight, self.non_code_weight) if report else (1.0, 1.0)
         unnamed = 1.0 if report else self.unnamed_window_weight
-        name_query = req.names.definition or req.names.usages
-        declaration = 1.0 if report or name_query else self.declaration_weight
-        wanted = None if report else role_asked_for(req.query_str)
+        declaration = self.declaration_weight if req.kind is QueryKind.QUESTION else 1.0
+        wanted = req.role_asked_for
         if self.tests_docs_weight == 1.0 and noise == 1.0 and non_code == 1.0 and unnamed == 1.0 \
                 and declaration == 1.0:
             return

@@ -11,15 +11,27 @@ request, and two requests on two threads never share state. A plain QueryBundle 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cached_property
 from typing import Any, Callable, Optional
 
 from llama_index.core.schema import QueryBundle
 
+from coderag.nodes.file_roles import role_asked_for
+from coderag.nodes.lexical import is_pasted_error
 from coderag.queries.names import NameQuestion, read_names
 
 DENSE, BM25, NAMED = "dense", "bm25", "named"  # the legs: dense, BM25, BM25 within the files a report names
 ALL_LEGS = (DENSE, BM25, NAMED)
+
+
+class QueryKind(str, Enum):
+    """What a request's query is, read once per request (`SearchRequest.kind`)."""
+
+    REPORT = "report"  # a long query, read as a report: its traceback, the names and paths it points at
+    USAGES = "usages"  # one name, with words that only ask where it is used, called or tested
+    DEFINITION = "definition"  # one name, alone or with words that only ask where it is defined
+    QUESTION = "question"  # anything else: a question, a description of a change, a pasted message
 
 
 @dataclass
@@ -50,6 +62,28 @@ class SearchRequest(QueryBundle):
     def names(self) -> NameQuestion:
         """What the query asks of the names it spells (coderag/queries/names.py), read once per request."""
         return read_names(self.query_str)
+
+    @cached_property
+    def kind(self) -> QueryKind:
+        """The query's kind: a report when it was read as one, else what it asks of the names it spells."""
+        if self.reading is not None:
+            return QueryKind.REPORT
+        if self.names.usages:
+            return QueryKind.USAGES
+        if self.names.definition:
+            return QueryKind.DEFINITION
+        return QueryKind.QUESTION
+
+    @cached_property
+    def word_for_word(self) -> bool:
+        """A short query matched word for word, which a dense leg does not read: one code name asked about
+        ("who calls parse_header"), or a pasted error message."""
+        return self.kind is not QueryKind.REPORT and (self.names.about_a_code_name or is_pasted_error(self.query_str))
+
+    @cached_property
+    def role_asked_for(self) -> Optional[str]:
+        """The file role a short query asks for ("where is X tested": tests; "docs about X": docs), else None."""
+        return None if self.kind is QueryKind.REPORT else role_asked_for(self.query_str)
 
 
 def as_request(query: QueryBundle) -> SearchRequest:

@@ -106,3 +106,27 @@ def test_read_query_drops_a_pasted_configuration_but_keeps_code():
     r = read_query(text)
     assert "exclude_rules" not in r.identifiers and "dialect" not in r.identifiers
     assert "lint_paths" in r.identifiers and "persist_changes" in r.identifiers
+
+
+@pytest.mark.parametrize("query, kind, word_for_word, role", [
+    ("who calls parse_header", "usages", True, None),
+    ("where is parse_header tested", "usages", True, "tests"),
+    ("where is MAX_RETRIES defined", "definition", True, None),
+    ("what does parse_header do", "definition", True, None),
+    ("why does MAX_RETRIES stop at 3", "question", False, None),
+    ("ValueError: invalid literal for int() with base 10: 'x'", "question", True, None),  # a pasted error
+    ("docs about installing the plugin", "question", False, "docs"),
+])
+def test_query_kind_is_read_once_per_request(query, kind, word_for_word, role) -> None:
+    """A request's kind, what the rules branch on (pipelines/rules.py), comes from its reading and its names."""
+    from coderag.pipelines.search_request import QueryKind, SearchRequest
+
+    req = SearchRequest(query)
+    assert (req.kind, req.word_for_word, req.role_asked_for) == (QueryKind(kind), word_for_word, role)
+
+
+def test_query_kind_of_a_report_is_report_whatever_names_it_spells() -> None:
+    from coderag.pipelines.search_request import QueryKind, SearchRequest
+
+    req = SearchRequest(REPORT, reading=read_query(REPORT))
+    assert (req.kind, req.word_for_word, req.role_asked_for) == (QueryKind.REPORT, False, None)
