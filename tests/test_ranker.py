@@ -15,6 +15,7 @@ from coderag.pipelines.code_index import CodeIndex
 from coderag.pipelines.features import FEATURES
 from coderag.pipelines.index_repository import index_repository
 from coderag.pipelines.ranker import MODEL_PATH, RankerModelError, load_ranker
+from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
 from tests.conftest import TINY_FILES, write_files
 
 
@@ -79,6 +80,25 @@ def test_ranker_the_blend_runs_from_the_rules_to_the_learned_order(indexed: Path
     assert [score for _, score in default] == [score for _, score in rules], "the rules' scores, in the blend's order"
     with pytest.raises(ValueError, match="learned_share"):
         Settings(retrieval={"learned_share": 1.5})
+
+
+def test_ranker_the_blend_leaves_a_one_leg_search_to_the_rules(indexed: Path) -> None:
+    """The model learned from candidates of both legs: a search with one leg (while the vectors are built, or
+    `retriever: bm25` / `dense`) keeps the rules' order and scores even at a learned share of 1, where with
+    both legs the order is the model's."""
+    query = "wait a little longer after each failed login attempt"
+
+    def fused(legs: tuple, **retrieval) -> list:
+        with CodeIndex.open(indexed, settings=Settings(retrieval=retrieval), create=False) as index:
+            fusion = index.engine.graph.fusion
+            req = SearchRequest(query, legs=legs)
+            return [(n.node.node_id, n.score) for n in fusion.fuse(fusion.run_legs(req), req)]
+
+    for legs in ((BM25,), (DENSE,)):
+        assert fused(legs, ranker="blend", learned_share=1.0) == fused(legs, ranker="rules")
+    both = (DENSE, BM25)
+    learned = [nid for nid, _ in fused(both, ranker="learned")]
+    assert [nid for nid, _ in fused(both, ranker="blend", learned_share=1.0)] == learned
 
 
 @pytest.mark.parametrize("ranker", ["blend", "learned", "rules"])
