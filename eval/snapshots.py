@@ -60,6 +60,14 @@ SNAPSHOTS: dict[str, SnapshotCorpus] = {
         description="28 SWE-bench Lite issues (dev split + astropy) over 6 Python repositories, one checkout "
                     "per (repo, commit).",
     ),
+    "bug-reports": SnapshotCorpus(
+        name="bug-reports",
+        env="CODERAG_BUGREPORTS_DIR",
+        prepare="python -m coderag.eval.bug_reports snapshots",
+        languages=("python", "typescript", "rust"),
+        description="Real bug reports of the five held-out projects (anyio, tomlkit, ajv, orjson, jiter), each "
+                    "searched at the commit before its fix (eval/bug_reports.py).",
+    ),
     "history": SnapshotCorpus(
         name="history",
         env="CODERAG_HISTORY_DIR",

@@ -281,7 +281,8 @@ def test_question_sets_are_natural_spread_and_of_one_split():
 
 
 def test_shipped_splits():
-    """Held out: rxjs, cmark-gfm and the held-out question sets, and the pvlib and pydicom issues of swebench-dev (eval/RESULTS.md)."""
+    """Held out: rxjs, cmark-gfm and the held-out question sets, the pvlib and pydicom issues of swebench-dev, and
+    bug-reports (eval/RESULTS.md)."""
     every = load_all()
     held = {q.corpus for q in every if q.split == "heldout" and q.corpus in CORPORA}
     assert held == {"rxjs", "cmark-gfm", *(name for name, split in QUESTION_SETS.items() if split == "heldout")}
@@ -291,6 +292,9 @@ def test_shipped_splits():
     assert {q.repo for q in swe if q.split == "heldout"} == {"pvlib/pvlib-python", "pydicom/pydicom"}
     assert sum(q.split == "heldout" for q in swe) == 10
     assert all(q.commit and len(q.commit) == 40 for q in swe)
+    reports = load_dataset("bug-reports")  # the held-out projects' own bug reports: held out, all of them
+    assert len(reports) >= 30 and {q.kind for q in reports} == {"issue"} and {q.split for q in reports} == {"heldout"}
+    assert all(q.commit and len(q.commit) == 40 for q in reports)
 
 
 # ---------------------------------------------------------------- gold ranges vs the real corpora (network)
