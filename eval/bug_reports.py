@@ -7,10 +7,12 @@ three source files (tests, docs and changelog beside them are ignored). The snap
 parent, and the gold is each hunk of the fix in those source files as lines of that parent (a pure insertion
 names the line it goes before; `swebench.fit_range` widens blank lines to the code around them).
 
-The five repositories are the held-out projects of the question sets and the mined commit messages (anyio,
-tomlkit, ajv, orjson, jiter: eval/README.md), so every report is ``heldout``. The issues were found through a
-search of stored GitHub issue threads; ``bug-reports.fixes.tsv`` beside the dataset names each report's
-issue, fix and parent commit, so the gold can be made again from the repositories' histories.
+The split is by repository. The held-out projects of the question sets and the mined commit messages
+(anyio, tomlkit, ajv, orjson, jiter: eval/README.md) give the ``heldout`` reports; three of swebench-dev's
+tune projects (marshmallow, astroid, sqlfluff) give ``tune`` ones, for choosing how reports are read. The
+issues were found through a search of stored GitHub issue threads; ``bug-reports.fixes.tsv`` beside the
+dataset names each report's issue, fix and parent commit, so the gold can be made again from the
+repositories' histories.
 
 Command line, with a folder of bare git dirs ``<mirror>/<owner>+<name>/repo``::
 
@@ -37,6 +39,8 @@ from coderag.eval.swebench import fit_range, write
 
 CORPUS = "bug-reports"
 FIXES = DATASETS_DIR / f"{CORPUS}.fixes.tsv"
+HELDOUT_REPOS = frozenset({"agronholm/anyio", "python-poetry/tomlkit", "ajv-validator/ajv", "ijl/orjson",
+                           "pydantic/jiter"})
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", re.M)
 
 
@@ -77,7 +81,8 @@ def to_query(rec: dict[str, Any], gitdir: Path) -> Query:
         raise ValueError(f"{rec['url']}: the fix changes {len({g.file_path for g in gold})} source files, not 1-3")
     text = f"{rec['title'].strip()}\n{rec['body'].strip()}".strip()
     qid = f"{CORPUS}-{rec['repo'].replace('/', '+')}-{rec['issue']}"
-    return Query(qid, CORPUS, text, tuple(gold), "issue", "heldout", rec["repo"], rec["before_commit"])
+    split = "heldout" if rec["repo"] in HELDOUT_REPOS else "tune"
+    return Query(qid, CORPUS, text, tuple(gold), "issue", split, rec["repo"], rec["before_commit"])
 
 
 def build(records: Iterable[dict[str, Any]], mirror: Path, out: Path, fixes: Path) -> list[Query]:

@@ -65,8 +65,9 @@ SNAPSHOTS: dict[str, SnapshotCorpus] = {
         env="CODERAG_BUGREPORTS_DIR",
         prepare="python -m coderag.eval.bug_reports snapshots",
         languages=("python", "typescript", "rust"),
-        description="Real bug reports of the five held-out projects (anyio, tomlkit, ajv, orjson, jiter), each "
-                    "searched at the commit before its fix (eval/bug_reports.py).",
+        description="Real bug reports of the five held-out projects (anyio, tomlkit, ajv, orjson, jiter) and of "
+                    "marshmallow, astroid and sqlfluff (tune), each searched at the commit before its fix "
+                    "(eval/bug_reports.py).",
     ),
     "history": SnapshotCorpus(
         name="history",

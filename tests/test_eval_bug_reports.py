@@ -78,7 +78,7 @@ def test_gold_is_the_fix_as_lines_before_it_and_the_snapshot_is_that_commit(hist
     # change of render is line 9. The test file is not gold.
     assert q.gold == (Gold("tool/core.py", 3, 5), Gold("tool/core.py", 9, 9))
     assert (q.id, q.corpus, q.kind, q.split, q.repo, q.commit) == (
-        "bug-reports-acme+tool-7", "bug-reports", "issue", "heldout", "acme/tool", before)
+        "bug-reports-acme+tool-7", "bug-reports", "issue", "tune", "acme/tool", before)
     assert q.query == "Negative values parse wrong\nparse('-3') gives '-3' where the docs say 3."
     assert json.loads(out.read_text())["gold"][0] == {"file_path": "tool/core.py", "start_line": 3, "end_line": 5}
     assert fixes.read_text().splitlines()[1].split("\t") == ["acme/tool", "7", record["url"], fix, before]

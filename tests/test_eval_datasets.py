@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from coderag.eval import corpora, datasets
+from coderag.eval import bug_reports, corpora, datasets
 from coderag.eval.corpora import CORPORA, Corpus, CorpusError
 from coderag.eval.datasets import KINDS, DatasetError, Gold, Query, load_all, load_dataset, validate
 from conftest import write_files
@@ -292,9 +292,11 @@ def test_shipped_splits():
     assert {q.repo for q in swe if q.split == "heldout"} == {"pvlib/pvlib-python", "pydicom/pydicom"}
     assert sum(q.split == "heldout" for q in swe) == 10
     assert all(q.commit and len(q.commit) == 40 for q in swe)
-    reports = load_dataset("bug-reports")  # the held-out projects' own bug reports: held out, all of them
-    assert len(reports) >= 30 and {q.kind for q in reports} == {"issue"} and {q.split for q in reports} == {"heldout"}
-    assert all(q.commit and len(q.commit) == 40 for q in reports)
+    reports = load_dataset("bug-reports")  # held out: the held-out projects' own reports; tune: swebench-dev's
+    assert {q.kind for q in reports} == {"issue"} and all(q.commit and len(q.commit) == 40 for q in reports)
+    assert {q.repo for q in reports if q.split == "heldout"} == bug_reports.HELDOUT_REPOS
+    assert {q.repo for q in reports if q.split == "tune"} == {q.repo for q in swe if q.split == "tune"} - {"astropy/astropy"}
+    assert sum(q.split == "heldout" for q in reports) >= 30 and sum(q.split == "tune" for q in reports) >= 20
 
 
 # ---------------------------------------------------------------- gold ranges vs the real corpora (network)
