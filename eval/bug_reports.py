@@ -1,6 +1,6 @@
 """bug-reports: real bug reports, each with the lines its fix changed, split by project.
 
-Made SWE-bench's way, from issues SWE-bench does not hold: a report is the first post of a GitHub issue (title and
+Made SWE-bench's way, from issues swebench-dev does not hold: a report is the first post of a GitHub issue (title and
 description, no comment), labelled or plainly written as a bug by a user; its fix is the commit of the
 repository's history that names the issue ("Fixes #N", or the pull request that does) and changes one to
 three source files (tests, docs and changelog beside them are ignored). The snapshot searched is the fix's
