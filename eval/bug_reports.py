@@ -77,8 +77,9 @@ def gold_of(gitdir: Path, before: str, fix: str) -> list[Gold]:
 
 def to_query(rec: dict[str, Any], gitdir: Path) -> Query:
     gold = gold_of(gitdir, rec["before_commit"], rec["fix_commit"])
-    if not 1 <= len({g.file_path for g in gold}) <= 3:
-        raise ValueError(f"{rec['url']}: the fix changes {len({g.file_path for g in gold})} source files, not 1-3")
+    files = len({g.file_path for g in gold})
+    if not 1 <= files <= 3:
+        raise ValueError(f"{rec['url']}: the fix changes {files} source files, not 1-3")
     text = f"{rec['title'].strip()}\n{rec['body'].strip()}".strip()
     qid = f"{CORPUS}-{rec['repo'].replace('/', '+')}-{rec['issue']}"
     split = "heldout" if rec["repo"] in HELDOUT_REPOS else "tune"
