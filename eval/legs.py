@@ -79,16 +79,17 @@ def replay(records: Iterable[dict[str, Any]], settings) -> list[tuple[dict[str, 
     """Each record with the fused ranking (top 10) that `settings` give over its dumped legs."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from coderag.queries.reader import read_query
+    from coderag.pipelines.retriever_graph import leg_depths
     from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
+    from coderag.queries.reader import read_query
 
     fusion, r = _fusion(settings), settings.retrieval
-    depth = {DENSE: r.dense_top_k, BM25: r.sparse_top_k}
     out = []
     for rec in records:
         reading = read_query(rec["query"]) if r.read_queries else None
         if reading is not None and not reading.is_long:
             reading = None
+        depth = leg_depths(r, reading)
         results = {}
         for leg, ranked in rec["legs"].items():
             if leg != DENSE and leg != BM25 and reading is None:
@@ -96,7 +97,7 @@ def replay(records: Iterable[dict[str, Any]], settings) -> list[tuple[dict[str, 
             results[leg] = [NodeWithScore(node=TextNode(id_=nid, text=rec["nodes"][nid]["text"],
                                                         metadata={k: v for k, v in rec["nodes"][nid].items()
                                                                   if k != "text" and v is not None}), score=score)
-                            for nid, score in ranked[: depth.get(leg, r.sparse_top_k)]]
+                            for nid, score in ranked[: depth[leg]]]
         fused = fusion.fuse(results, SearchRequest(rec["query"], legs=tuple(results), reading=reading))
         ranking = [Result.block(n.node.metadata["file_path"], int(n.node.metadata["start_line"]),
                                 int(n.node.metadata["end_line"])) for n in fused[:10]]

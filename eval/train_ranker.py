@@ -82,12 +82,12 @@ def query_rows(dump: dict[str, Any], settings) -> Iterable[QueryRows]:
 
     from coderag.eval.legs import _fusion
     from coderag.eval.runner import apply_overrides
-    from coderag.queries.reader import read_query
     from coderag.pipelines.features import candidate_features
+    from coderag.pipelines.retriever_graph import leg_depths
     from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
+    from coderag.queries.reader import read_query
 
     r = settings.retrieval
-    depth = {DENSE: r.dense_top_k, BM25: r.sparse_top_k}
     fusion = _fusion(apply_overrides(settings, {"ranker": "rules"}))
     nodes = dump["nodes"]
     made: dict[str, TextNode] = {}
@@ -106,7 +106,8 @@ def query_rows(dump: dict[str, Any], settings) -> Iterable[QueryRows]:
         reading = read_query(rec["query"]) if r.read_queries else None
         if reading is not None and not reading.is_long:
             reading = None
-        results = {leg: [NodeWithScore(node=node(nid), score=score) for nid, score in ranked[: depth.get(leg, r.sparse_top_k)]]
+        depth = leg_depths(r, reading)
+        results = {leg: [NodeWithScore(node=node(nid), score=score) for nid, score in ranked[: depth[leg]]]
                    for leg, ranked in rec["legs"].items() if leg in (DENSE, BM25) or reading is not None}
         req = SearchRequest(rec["query"], legs=tuple(results), reading=reading)
         ids, rows = candidate_features(results, req)
@@ -126,7 +127,8 @@ def load_rows(data: Path, settings, repos: Sequence[str]) -> dict[str, list[Quer
     from coderag.pipelines.features import FEATURES
 
     r = settings.retrieval
-    key = hashlib.sha256(json.dumps([FEATURES, r.dense_top_k, r.sparse_top_k]).encode()).hexdigest()[:12]
+    depths = [r.dense_top_k, r.report_dense_top_k, r.sparse_top_k]
+    key = hashlib.sha256(json.dumps([FEATURES, *depths]).encode()).hexdigest()[:12]
     cache = data / "features" / key
     cache.mkdir(parents=True, exist_ok=True)
     out: dict[str, list[QueryRows]] = {}

@@ -81,7 +81,7 @@ class RetrieverGraph:
         return SearchRequest(opts.query, legs=legs + ((NAMED,) if named else ()), filters=filters,
                              named_filters=_and(filters, named) if named else None, keywords=list(opts.keywords),
                              exact_keywords=list(opts.keywords) if opts.requires_exact_match else [],
-                             reading=reading, top_k=opts.top_k, **extra)
+                             reading=reading, top_k=opts.top_k, dense_top_k=leg_depths(r, reading)[DENSE], **extra)
 
     def filters(self, opts: SearchOptions):
         """(the store filters of a request, whether any file can match): its file_pattern as the paths it
@@ -99,6 +99,15 @@ class RetrieverGraph:
             for kw in opts.keywords:
                 conds.append(MetadataFilter(key="text", operator=FilterOperator.TEXT_MATCH, value=kw))
         return (MetadataFilters(filters=conds) if conds else None), True
+
+
+def leg_depths(retrieval, reading) -> dict[str, int]:
+    """How many candidates each leg gives a request, by the `retrieval` settings: a long query's (`reading`
+    set) dense leg goes deeper, since one embedding of a whole report places the code it means lower than a
+    question's embedding does. The search and the replays of dumped legs (eval/legs.py, eval/train_ranker.py)
+    read the depths here."""
+    dense = retrieval.report_dense_top_k if reading is not None else retrieval.dense_top_k
+    return {DENSE: dense, BM25: retrieval.sparse_top_k, NAMED: retrieval.sparse_top_k}
 
 
 def named_files(indexed: list[str], reading, file_pattern: Optional[str]) -> list[str]:

@@ -69,7 +69,7 @@ class DenseRetriever(_StoreRetriever):
         if self.adapter is not None:
             emb = self.adapter(emb)
         t1 = time.perf_counter()
-        res = self.store.query(VectorStoreQuery(query_embedding=emb, similarity_top_k=self.top_k,
+        res = self.store.query(VectorStoreQuery(query_embedding=emb, similarity_top_k=req.dense_top_k or self.top_k,
                                                 filters=req.filters), **self.query_kwargs)
         if req.embedding is None:
             req.timings["embed_ms"] = (t1 - t0) * 1000

@@ -43,6 +43,7 @@ class SearchRequest(QueryBundle):
     exact_keywords: list = field(default_factory=list)  # every chunk must contain each of them
     reading: Any = None  # the QueryReading of a long query (coderag/queries/reader.py), None for a short one
     top_k: Optional[int] = None  # fused candidates (None: the index's setting)
+    dense_top_k: Optional[int] = None  # the dense leg's candidates (None: the leg's own depth)
     timings: dict = field(default_factory=dict)  # stage -> ms, filled by the components
     while_embedding: Optional[Callable[[list], None]] = None  # work done while a helper embeds the query
     unchanged_files: frozenset = frozenset()  # files just found to be the content indexed (merge reads none)

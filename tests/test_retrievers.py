@@ -130,6 +130,24 @@ def test_retrievers_legs_record_their_timings(index) -> None:
     assert set(timings) == {"embed_ms", "dense_ms", "bm25_ms"} and all(v > 0 for v in timings.values())
 
 
+def test_retrievers_dense_leg_goes_deeper_for_a_report(index) -> None:
+    """A long query (a bug report) asks the dense leg for report_dense_top_k candidates, a question for
+    dense_top_k; the depth travels on the request, so one graph answers both."""
+    r = index.settings.retrieval
+    saved = (r.dense_top_k, r.report_dense_top_k)
+    r.dense_top_k, r.report_dense_top_k = 3, 7
+    try:
+        graph = _graph(index)
+        report = ("Invoice totals are wrong when tax is rounded\n" + "The invoice tax is rounded before the "
+                  "discount is applied, so every total is off by a cent when the order has several lines. " * 3)
+        requests = {q: graph.request(SearchOptions(query=q)) for q in ("round the sales tax", report)}
+        found = {q: graph.legs["dense"].retrieve(req) for q, req in requests.items()}
+    finally:
+        r.dense_top_k, r.report_dense_top_k = saved
+    assert requests[report].reading is not None and requests["round the sales tax"].reading is None
+    assert [len(found[q]) for q in ("round the sales tax", report)] == [3, 7]
+
+
 def test_retrievers_dense_uses_a_given_query_embedding(index) -> None:
     emb = index.embed_model.get_query_embedding("round the sales tax to whole cents")
     timings: dict[str, float] = {}
