@@ -36,11 +36,19 @@ DUMPED_METADATA = (FILE_PATH_KEY, START_LINE_KEY, END_LINE_KEY, SYMBOL_KEY, SYMB
                    DECLARATION_KEY)
 
 
+def dump_settings(root: Path, depth: int):
+    """The settings of the index at `root` with every leg `depth` deep, a report's dense leg too: a dump is
+    deeper than a search, and a replay cuts it to the depths of the settings it replays (`leg_depths`)."""
+    from coderag.base.config import load_settings
+    from coderag.eval.runner import apply_overrides
+
+    return apply_overrides(load_settings(root), {"dense_top_k": depth, "report_dense_top_k": depth,
+                                                 "sparse_top_k": depth})
+
+
 def dump(queries: Sequence, root_for: Any, depth: int = DEFAULT_DEPTH) -> Iterable[dict[str, Any]]:
     """One record per query: its labels and each leg's candidates (node id, score, metadata, text), best
     first, `depth` deep. `root_for(query)`: the indexed folder of the query's corpus or snapshot."""
-    from coderag.base.config import load_settings
-    from coderag.eval.runner import apply_overrides
     from coderag.pipelines.code_index import CodeIndex
     from coderag.pipelines.search_options import SearchOptions
 
@@ -48,8 +56,7 @@ def dump(queries: Sequence, root_for: Any, depth: int = DEFAULT_DEPTH) -> Iterab
     for q in queries:
         by_root[Path(root_for(q))].append(q)
     for root, group in by_root.items():
-        settings = apply_overrides(load_settings(root), {"dense_top_k": depth, "sparse_top_k": depth})
-        with CodeIndex.open(root, settings=settings, create=False) as index:
+        with CodeIndex.open(root, settings=dump_settings(root, depth), create=False) as index:
             graph = index.engine.graph
             for q in group:
                 req = graph.request(SearchOptions(query=q.query))

@@ -43,7 +43,7 @@ from typing import Any, Iterable, Iterator
 
 from coderag.eval.history import DEFAULT_YEARS, TEST, make_snapshot, mine
 from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS
-from coderag.eval.legs import DUMPED_METADATA
+from coderag.eval.legs import DUMPED_METADATA, dump_settings
 from coderag.eval.snapshots import SNAPSHOTS, snapshot_name
 from coderag.nodes.lexical import IDENTIFIER_PARTS
 
@@ -214,15 +214,12 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
 
 def dump_repo(root: Path, queries: list[dict[str, Any]], out: Path, depth: int = DUMP_DEPTH) -> int:
     """Each query's legs, `depth` deep, and every node they name, in one gzipped JSON file; returns the count."""
-    from coderag.base.config import load_settings
-    from coderag.eval.runner import apply_overrides
     from coderag.pipelines.code_index import CodeIndex
     from coderag.pipelines.search_options import SearchOptions
 
-    settings = apply_overrides(load_settings(root), {"dense_top_k": depth, "sparse_top_k": depth})
     nodes: dict[str, dict[str, Any]] = {}
     rows = []
-    with CodeIndex.open(root, settings=settings, create=False) as index:
+    with CodeIndex.open(root, settings=dump_settings(root, depth), create=False) as index:
         graph = index.engine.graph
         indexed = set(index.indexed_paths())
         for q in queries:

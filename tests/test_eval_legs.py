@@ -94,3 +94,13 @@ def test_choose_leaves_each_corpus_out(dumped, capsys) -> None:
         assert int(got) == sum(hits_of(recs, point)[i][0] for i in ids)
     with pytest.raises(SystemExit):
         main([str(path), "--grid", "retrieval.score_power"])
+
+
+def test_legs_dump_is_as_deep_for_a_report_as_for_a_question(tmp_path) -> None:
+    """A dump holds every leg `depth` deep, a report's dense leg too, so a replay can cut it to any depth."""
+    from coderag.eval.legs import dump_settings
+    from coderag.pipelines.retriever_graph import leg_depths
+
+    r = dump_settings(tmp_path, 50).retrieval
+    for reading in (None, object()):  # a question, and a request read as a report
+        assert set(leg_depths(r, reading).values()) == {50}
