@@ -86,16 +86,13 @@ def replay(records: Iterable[dict[str, Any]], settings) -> list[tuple[dict[str, 
     """Each record with the fused ranking (top 10) that `settings` give over its dumped legs."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from coderag.pipelines.retriever_graph import leg_depths
+    from coderag.pipelines.retriever_graph import leg_depths, report_reading
     from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
-    from coderag.queries.reader import read_query
 
     fusion, r = _fusion(settings), settings.retrieval
     out = []
     for rec in records:
-        reading = read_query(rec["query"]) if r.read_queries else None
-        if reading is not None and not reading.is_long:
-            reading = None
+        reading = report_reading(rec["query"], r)
         depth = leg_depths(r, reading)
         results = {}
         for leg, ranked in rec["legs"].items():

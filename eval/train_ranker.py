@@ -83,9 +83,8 @@ def query_rows(dump: dict[str, Any], settings) -> Iterable[QueryRows]:
     from coderag.eval.legs import _fusion
     from coderag.eval.runner import apply_overrides
     from coderag.pipelines.features import candidate_features
-    from coderag.pipelines.retriever_graph import leg_depths
+    from coderag.pipelines.retriever_graph import leg_depths, report_reading
     from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
-    from coderag.queries.reader import read_query
 
     r = settings.retrieval
     fusion = _fusion(apply_overrides(settings, {"ranker": "rules"}))
@@ -103,9 +102,7 @@ def query_rows(dump: dict[str, Any], settings) -> Iterable[QueryRows]:
         return Result.block(m["file_path"], int(m["start_line"]), int(m["end_line"]))
 
     for rec in dump["queries"]:
-        reading = read_query(rec["query"]) if r.read_queries else None
-        if reading is not None and not reading.is_long:
-            reading = None
+        reading = report_reading(rec["query"], r)
         depth = leg_depths(r, reading)
         results = {leg: [NodeWithScore(node=node(nid), score=score) for nid, score in ranked[: depth[leg]]]
                    for leg, ranked in rec["legs"].items() if leg in (DENSE, BM25) or reading is not None}

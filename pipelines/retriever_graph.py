@@ -71,9 +71,7 @@ class RetrieverGraph:
         if not any_file:
             return None
         r = self.retrieval
-        reading = read_query(opts.query) if r.read_queries else None
-        if reading is not None and not reading.is_long:
-            reading = None  # a short query stays as it is
+        reading = report_reading(opts.query, r)
         legs = {RetrieverMode.Hybrid: (DENSE, BM25), RetrieverMode.BM25: (BM25,), RetrieverMode.Dense: (DENSE,)}[
             opts.retriever]
         named = (named_files(self.paths(), reading, opts.file_pattern)
@@ -99,6 +97,14 @@ class RetrieverGraph:
             for kw in opts.keywords:
                 conds.append(MetadataFilter(key="text", operator=FilterOperator.TEXT_MATCH, value=kw))
         return (MetadataFilters(filters=conds) if conds else None), True
+
+
+def report_reading(query: str, retrieval):
+    """The QueryReading of `query` when it is long enough to be read as a report and the `retrieval` settings
+    read queries; else None (a short query stays as it is). The search and the replays of dumped legs
+    (eval/legs.py, eval/train_ranker.py) read a query here, so both see the same request."""
+    reading = read_query(query) if retrieval.read_queries else None
+    return reading if reading is not None and reading.is_long else None
 
 
 def leg_depths(retrieval, reading) -> dict[str, int]:
