@@ -1,9 +1,9 @@
 """The rules: the hand-set fusion of the legs. Each candidate's weighted share of each leg (its score over the
 leg's best, to a power, or its reciprocal rank), times the evidence a query and its candidates give (keywords,
-definitions of the names it spells or the uses of the one it asks about, tests and docs, a report's noise,
-file-level evidence); then the file both legs put first takes the first place. `retrieval.ranker: rules`
+definitions of the names it spells or the uses of the one it asks about, tests and docs, changelogs and issue
+templates, file-level evidence); then the file both legs put first takes the first place. `retrieval.ranker: rules`
 orders by these scores alone, `blend` weighs them with the learned ranker's (pipelines/fusion.py). What a
-candidate is (a phrase match, a report's noise, an unnamed window) is said once, in pipelines/features.py, for
+candidate is (a phrase match, a changelog, an unnamed window) is said once, in pipelines/features.py, for
 the rules and the learned ranker alike."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class Rules:
         self.tests_docs_weight = tests_docs_weight
         self.unnamed_window_weight = unnamed_window_weight  # for questions: windows that define nothing
         self.declaration_weight = declaration_weight  # for questions: code that only declares (features.declares_only)
-        self.noise_weight = noise_weight  # issue templates, changelogs: what a report matches but never fixes
+        self.noise_weight = noise_weight  # issue templates, changelogs: what a change's description matches, never where it is made
         self.non_code_weight = non_code_weight  # docs, config and data files, for a report (fixed in code)
         self.file_evidence = file_evidence  # share of a file's other hits added to each of its chunks
         self.leg_agreement = leg_agreement
@@ -208,9 +208,11 @@ class Rules:
         """Tests and docs weigh less, as a question asks where a behaviour lives; when it asks for tests
         ("where is the progress bar tested") or docs, that role keeps its weight and the others weigh less.
         For a question, windows that define nothing weigh less, and so does code that only declares (unless
-        it declares a name the question spells); for a report, its noise and non-code files."""
+        it declares a name the question spells); for a report, its non-code files. For every query, the files
+        that describe changes (changelogs, release notes, issue templates): a description of a change or of a
+        bug matches them best, word for word, and they are never where it is made."""
         report = req.kind is QueryKind.REPORT
-        noise, non_code = (self.noise_weight, self.non_code_weight) if report else (1.0, 1.0)
+        noise, non_code = self.noise_weight, (self.non_code_weight if report else 1.0)
         unnamed = 1.0 if report else self.unnamed_window_weight
         declaration = self.declaration_weight if req.kind is QueryKind.QUESTION else 1.0
         wanted = req.role_asked_for

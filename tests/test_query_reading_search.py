@@ -139,10 +139,10 @@ def test_report_ranks_the_failing_function_above_the_template(repo: Path) -> Non
 
 def test_report_read_verbatim_ranks_the_caller_first_and_keeps_the_noise(repo: Path) -> None:
     """What query reading adds: word for word, the report ranks the outer frame's file first and brings the
-    changelog and the template along."""
+    issue template it was written from along (the changelog is weighed down for every query)."""
     files = _files(repo, REPORT, read_queries=False)
     assert files[0] != "src/shop/cart.py"
-    assert {"CHANGELOG.md", ".github/ISSUE_TEMPLATE/bug_report.md"} <= set(files)
+    assert ".github/ISSUE_TEMPLATE/bug_report.md" in files
 
 
 def test_report_named_files_stay_within_the_file_pattern(repo: Path) -> None:

@@ -95,7 +95,7 @@ class RetrievalSettings(_Section):
     freshness_max_files: int = Field(default=8, ge=0, description="Changed files re-indexed before answering; more are marked stale.")
     read_queries: bool = Field(default=True, description="Read long queries (bug reports) before searching: each leg gets the part it is good at (coderag/queries/reader.py).")
     named_files_weight: float = Field(default=1.0, ge=0.0, description="Fusion weight of the leg that searches the files a long query names (traceback frames, paths).")
-    report_noise_weight: float = Field(default=0.3, ge=0.0, le=2.0, description="Score factor, for long queries, of issue templates, changelogs and release notes.")
+    report_noise_weight: float = Field(default=0.3, ge=0.0, le=2.0, description="Score factor, for every query, of issue templates, changelogs and release notes: a description of a change or a bug matches them word for word, and they are never where it is made.")
     unnamed_window_weight: float = Field(default=0.7, ge=0.0, le=2.0, description="Score factor, for questions (not long reports), of line windows that define no symbol: pieces of data tables, licenses, PKG-INFO, a header's declarations.")
     declaration_weight: float = Field(default=0.5, ge=0.0, le=2.0, description="Score factor, for questions (not long reports or one-name queries), of code that only declares (interfaces, type aliases, enums, structs, the signatures of stub files) and declares no name the question spells.")
     leg_agreement: bool = Field(default=True, description="When the dense and the BM25 leg put the same file first, the answer starts in that file (its best chunk first).")

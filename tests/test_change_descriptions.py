@@ -1,0 +1,91 @@
+"""A short description of a change (a commit message, an agent's "make X do Y") finds the code, not the
+changelog entry that words the same change: `retrieval.report_noise_weight` weighs changelogs for every query."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import write_files
+from coderag.base.config import Settings
+
+FILES = {
+    "src/client/retry.py": '''\
+        """Sending a request again when it fails."""
+        import time
+
+
+        def retry_request(send, attempts=3, delay=0.5):
+            """Call `send` until it succeeds, waiting twice as long after each failed attempt."""
+            for attempt in range(attempts):
+                try:
+                    return send()
+                except ConnectionError:
+                    time.sleep(delay * 2 ** attempt)
+            return send()
+        ''',
+    "src/client/session.py": '''\
+        """A session keeps cookies and headers between requests."""
+
+
+        class Session:
+            def __init__(self):
+                self.headers = {}
+                self.cookies = {}
+
+            def request(self, method, url):
+                return {"method": method, "url": url, "headers": dict(self.headers)}
+        ''',
+    "src/client/timeouts.py": '''\
+        """Timeouts of a request: connect and read."""
+
+
+        def timeout_for(kind, default=10.0):
+            return {"connect": 3.0, "read": default}.get(kind, default)
+        ''',
+    "CHANGELOG.md": '''\
+        # Changelog
+
+        ## 2.1.0
+        - Retry failed requests with an exponential backoff instead of a fixed delay.
+        - Sessions keep their cookies between requests.
+
+        ## 2.0.0
+        - Timeouts are split into connect and read timeouts.
+        ''',
+}
+
+# The changelog's own words, and a rewording of them.
+WORD_FOR_WORD = "Retry failed requests with an exponential backoff instead of a fixed delay"
+REWORDED = "Use exponential backoff when retrying failed requests"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from coderag import index_repository
+
+    root = write_files(tmp_path_factory.mktemp("changes") / "client", FILES)
+    index_repository(root, settings=Settings())
+    return root
+
+
+def _files(root: Path, query: str, retriever: str, **retrieval) -> list[str]:
+    from coderag import CodeIndex
+
+    settings = Settings()
+    for key, value in retrieval.items():
+        setattr(settings.retrieval, key, value)
+    with CodeIndex.open(root, settings=settings, create=False) as idx:
+        res = idx.search(query, retriever=retriever, max_tokens=4000)
+    return list(dict.fromkeys(r.file_path for r in res))
+
+
+@pytest.mark.parametrize("query, retriever, ranker", [(WORD_FOR_WORD, "hybrid", "rules"), (REWORDED, "bm25", "blend")])
+def test_change_description_ranks_the_code_above_the_changelog(repo: Path, query: str, retriever: str,
+                                                                ranker: str) -> None:
+    files = _files(repo, query, retriever, ranker=ranker)
+    assert files[0] == "src/client/retry.py"
+    assert "CHANGELOG.md" in files  # weighed less, not hidden: a question about a release still finds it
+    # Weighed as any doc, the changelog that words the change comes first.
+    assert _files(repo, query, retriever, ranker=ranker, report_noise_weight=1.0)[0] == "CHANGELOG.md"
