@@ -322,13 +322,27 @@ def mine(repo: str, gitdir: Path, snapshot: Path, commit: str, split: str, years
     return out, why
 
 
+def missing_blobs(gitdir: Path, commit: str) -> list[str]:
+    """Paths of `commit`'s tree whose contents the git dir lacks: a mirror may hold a repository without its
+    largest files (a design file, a video), and `git archive` stops at the first of them."""
+    tree = subprocess.run(["git", "--git-dir", str(gitdir), "ls-tree", "-r", "-z", commit], capture_output=True,
+                          check=True).stdout.decode("utf-8", "replace")
+    blobs = [(meta.split()[2], path) for meta, _, path in (e.partition("\t") for e in tree.split("\0") if e)
+             if meta.split()[1] == "blob"]
+    if not blobs:
+        return []
+    checked = subprocess.run(["git", "--git-dir", str(gitdir), "cat-file", "--batch-check"], capture_output=True,
+                             check=True, input="\n".join(sha for sha, _ in blobs).encode()).stdout.decode().splitlines()
+    return [path for (_, path), line in zip(blobs, checked) if line.endswith(" missing")]
+
+
 def make_snapshot(gitdir: Path, commit: str, dest: Path) -> Path:
     """The tree of `commit` written to `dest` (`git archive`, no history), once: a finished snapshot holds
-    `.commit`, so a broken one is made again."""
+    `.commit`, so a broken one is made again. Files the git dir lacks (`missing_blobs`) are left out."""
     if (dest / ".commit").is_file():
         return dest
     dest.mkdir(parents=True, exist_ok=True)
-    archive = _git(gitdir, "archive", commit)
+    archive = _git(gitdir, "archive", commit, *(f":(exclude,literal){p}" for p in missing_blobs(gitdir, commit)))
     subprocess.run(["tar", "-x", "-C", str(dest)], stdin=archive.stdout, check=True)
     if archive.wait() != 0:
         raise RuntimeError(f"git archive {commit} failed in {gitdir}")

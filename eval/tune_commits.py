@@ -1,55 +1,52 @@
 """Commit messages and test descriptions of tune projects, to choose a ranking setting on change
 descriptions before the held-out projects' ones see it (eval/README.md, "Tune commits").
 
-The held-out commit queries are the only change descriptions no ranker was trained on, so nothing could be
-chosen on that kind of query without spending them. These come from the tune projects of `bug-reports`
-that no ranker was trained on (astroid, sqlfluff; marshmallow is a training repository of
-eval/history_repos.py), mined as the training data was (eval/history.py `mine`: five years of commits
-before the snapshot), at each project's newest bug-report snapshot, which `bug-reports` already indexes.
-A seeded sample per project and kind keeps a run to about a minute.
+The held-out commit queries were the only change descriptions no ranker was trained on, so nothing could be
+chosen on that kind of query without spending them. These come from tune projects that no ranker was trained
+on, mined as the training data was (eval/history.py `mine`: five years of commits before the snapshot), each
+at one pinned snapshot: astroid and sqlfluff (tune projects of `bug-reports`, at the newest commit it searches
+them at), pydantic-core and TanStack Query (the projects of the tune question sets `pydantic-core` and
+`query-core`, at the head of their history when it was fetched). A seeded sample per project and kind keeps a
+run to a few minutes.
 
-    python -m coderag.eval.tune_commits --mirror DIR --out tune_commits.jsonl
-    CODERAG_HISTORY_DIR=$CODERAG_BUGREPORTS_DIR coderag eval --dataset tune_commits.jsonl --variants full
+    python -m coderag.eval.tune_commits --mirror DIR --out tune_commits.jsonl   # snapshots in $CODERAG_HISTORY_DIR
+    coderag eval --dataset tune_commits.jsonl --variants full                     # indexes them on first use
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import random
 import sys
 from pathlib import Path
 
-from coderag.eval.bug_reports import FIXES
-from coderag.eval.history import COMMIT, TEST, mine, snapshot_time
+from coderag.eval.history import COMMIT, TEST, make_snapshot, mine
 from coderag.eval.snapshots import SNAPSHOTS, snapshot_name
 
-TUNE_COMMIT_REPOS = ("pylint-dev/astroid", "sqlfluff/sqlfluff")
+# repo -> the snapshot commit its queries are mined at. None is a training repository of
+# eval/history_repos.py (marshmallow, a tune project of bug-reports, is one) or a held-out one.
+TUNE_COMMIT_REPOS: dict[str, str] = {
+    "pylint-dev/astroid": "1c23028fa427fbe040a5e228faf55ae9b8ecfe2e",
+    "sqlfluff/sqlfluff": "ba911518e42ff0531eabcb9852cea551e9188ed4",
+    "pydantic/pydantic-core": "383eb95a19433754c0cecf7025b50c26b6d97a36",
+    "TanStack/query": "40321a0b1b3bdd0afa11f0e439642ab84cdf6afe",
+}
 SAMPLE = {COMMIT: 300, TEST: 120}  # per project
 SEED = 7
 
 
-def newest_snapshot(repo: str, gitdir: Path, fixes: Path = FIXES) -> str:
-    """The newest commit of `repo` that `bug-reports` searches (a fix's parent, in `fixes`)."""
-    with fixes.open(encoding="utf-8") as f:
-        parents = [row["before_commit"] for row in csv.DictReader(f, delimiter="\t") if row["repo"] == repo]
-    if not parents:
-        raise SystemExit(f"{repo} has no report in {fixes}.")
-    return max(parents, key=lambda c: snapshot_time(gitdir, c))
-
-
-def tune_commits(mirror: Path, snapshots: Path, sizes: dict[str, int] = SAMPLE, seed: int = SEED) -> list[dict]:
-    """`sizes[kind]` queries of each kind of each project, drawn by one generator: the same ones on every run."""
+def tune_commits(mirror: Path, snapshots: Path, repos: dict[str, str] = TUNE_COMMIT_REPOS,
+                 sizes: dict[str, int] = SAMPLE, seed: int = SEED) -> list[dict]:
+    """`sizes[kind]` queries of each kind of each project, drawn by one generator: the same ones on every run
+    (and the first projects' the same when one is added at the end). Makes each snapshot it lacks."""
     rng = random.Random(seed)
     out: list[dict] = []
-    for repo in TUNE_COMMIT_REPOS:
+    for repo, commit in repos.items():
         gitdir = mirror / repo.replace("/", "+") / "repo"
-        commit = newest_snapshot(repo, gitdir)
-        snap = snapshots / snapshot_name(repo, commit)
-        if not (snap / ".commit").is_file():
-            raise SystemExit(f"{snap} is not there: make the bug-reports snapshots first "
-                             f"({SNAPSHOTS['bug-reports'].prepare}).")
+        if not gitdir.is_dir():
+            raise SystemExit(f"{gitdir} is not there: fetch {repo} as a bare git dir with its history first.")
+        snap = make_snapshot(gitdir, commit, snapshots / snapshot_name(repo, commit))
         for kind, n in sizes.items():
             records, _ = mine(repo, gitdir, snap, commit, "tune", kind=kind)
             rng.shuffle(records)
@@ -59,13 +56,13 @@ def tune_commits(mirror: Path, snapshots: Path, sizes: dict[str, int] = SAMPLE, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    history = SNAPSHOTS["history"]  # where `coderag eval` looks for the snapshots of these queries
     p = argparse.ArgumentParser(prog="python -m coderag.eval.tune_commits", description=__doc__.split("\n\n")[0])
     p.add_argument("--mirror", type=Path, required=True, help="folder of <owner>+<name>/repo bare git dirs")
-    p.add_argument("--snapshots", type=Path, default=None,
-                   help=f"the bug-reports snapshots (default: ${SNAPSHOTS['bug-reports'].env})")
+    p.add_argument("--snapshots", type=Path, default=None, help=f"where the snapshots go (default: ${history.env})")
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args(argv)
-    records = tune_commits(a.mirror, a.snapshots or SNAPSHOTS["bug-reports"].folder())
+    records = tune_commits(a.mirror, a.snapshots or history.folder())
     a.out.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     print(f"{a.out}: {len(records)} queries", file=sys.stderr)
     return 0

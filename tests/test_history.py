@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from coderag.eval.history import TEST, clean_message, describes_change, make_snapshot, mine
+from coderag.eval.history import TEST, clean_message, describes_change, make_snapshot, mine, missing_blobs
 
 APP_V1 = '''\
 def login(user, password):
@@ -110,3 +110,20 @@ def test_history_mines_the_behaviours_new_tests_state_with_their_commits_gold(tm
     assert pairs[0]["gold"] == [{"file_path": "src/app.py", "start_line": 1, "end_line": 5}]
     # The last commit changes the project file beside its test; the first adds a test named in one word.
     assert why.counts == {"other files": 1, "no test description": 1}
+
+
+def test_history_snapshot_leaves_out_files_the_mirror_lacks(tmp_path: Path) -> None:
+    """A mirror may hold a repository without its largest files: the snapshot is made without them."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    head = _commit(repo, {"src/app.py": APP_V1, "media/logo.sketch": "a large design file\n"},
+                   "Add the login flow and the logo")
+    blob = _git(repo, "rev-parse", f"{head}:media/logo.sketch").strip()
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+
+    assert missing_blobs(repo / ".git", head) == ["media/logo.sketch"]
+    snapshot = make_snapshot(repo / ".git", head, tmp_path / "snap")
+    assert (snapshot / "src/app.py").read_text() == APP_V1
+    assert not (snapshot / "media/logo.sketch").exists()
+    assert (snapshot / ".commit").read_text().strip() == head
