@@ -89,8 +89,9 @@ def query_phrase(query: str) -> str:
 
 
 def is_report_noise(path: str) -> bool:
-    """Files a bug report resembles without being where it is fixed: issue and PR templates, changelogs
-    and release notes (they quote past reports), contributor lists."""
+    """Files a bug report or a change's description resembles without being where it is fixed or made:
+    issue and PR templates, changelogs and release notes (they quote past reports and changes), contributor
+    lists."""
     parts = path.split("/")
     return (parts[0] in (".github", ".gitlab") or _NOISE_NAMES.match(parts[-1]) is not None
             or any(p in ("changelog", "changes", "whatsnew", "release-notes", "changelog.d") for p in parts[:-1]))
