@@ -49,6 +49,30 @@ _ASKS_FOR_DOCS = re.compile(r"\b(?:where|how)\s+(?:is|are)\b.*\bdocumented\b|\b(
                             r"tutorial) (?:for|of|about|on)\b|\b(?:which|what) docs?\b", re.I)
 
 
+# A query that asks what changed, and when: the changelog or the release notes answer it ("what changed in
+# 2.1.0", "which release added retries", "changelog for the parser"). Not a change that adds to them ("update
+# the changelog"), nor "... changed the parser" (a change).
+_ASKS_FOR_CHANGES = re.compile(
+    r"\b(?:change ?logs?|release notes?)\s+(?:entry\s+|entries\s+)?(?:for|of|about|on)\b|\bwhat'?s new\b"
+    r"|\bversion history\b|\b(?:which|what) (?:release|version)s? (?:added|introduced|changed|removed|fixed|deprecated"
+    r"|dropped|broke)\b|\b(?:what|which \w+) (?:was |were )?changed? (?:in|since|between) (?:the )?(?:release|version|v?\d)"
+    r"|\bchanges? (?:in|since|between) (?:the )?(?:release|version|v?\d)", re.I)
+_ADDS_TO_CHANGES = re.compile(r"\b(?:add|update|bump|fix)\w* (?:the |a |an )?(?:change ?logs?|release notes?)\b", re.I)
+
+
+def asks_for_changes(query: str) -> bool:
+    """True when the query asks about a project's changes and releases, which its changelog answers.
+
+    >>> asks_for_changes("which release added retries"), asks_for_changes("what changed in 2.1.0")
+    (True, True)
+    >>> asks_for_changes("retry with a backoff * add changelog entry for retries")
+    False
+    >>> asks_for_changes("ask the installed shell which release it is")
+    False
+    """
+    return _ASKS_FOR_CHANGES.search(query) is not None and _ADDS_TO_CHANGES.search(query) is None
+
+
 def role_asked_for(query: str) -> str | None:
     """TESTS or DOCS when the query asks for that role's files, else None (a question asks where a behaviour
     lives: the source).

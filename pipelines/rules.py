@@ -210,9 +210,11 @@ class Rules:
         For a question, windows that define nothing weigh less, and so does code that only declares (unless
         it declares a name the question spells); for a report, its non-code files. For every query, the files
         that describe changes (changelogs, release notes, issue templates): a description of a change or of a
-        bug matches them best, word for word, and they are never where it is made."""
+        bug matches them best, word for word, and they are never where it is made; unless the query asks what
+        changed in a release, which they answer."""
         report = req.kind is QueryKind.REPORT
-        noise, non_code = self.noise_weight, (self.non_code_weight if report else 1.0)
+        noise = 1.0 if req.changes_asked_for else self.noise_weight
+        non_code = self.non_code_weight if report else 1.0
         unnamed = 1.0 if report else self.unnamed_window_weight
         declaration = self.declaration_weight if req.kind is QueryKind.QUESTION else 1.0
         wanted = req.role_asked_for

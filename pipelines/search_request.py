@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 from llama_index.core.schema import QueryBundle
 
-from coderag.nodes.file_roles import role_asked_for
+from coderag.nodes.file_roles import asks_for_changes, role_asked_for
 from coderag.nodes.lexical import is_pasted_error
 from coderag.queries.names import NameQuestion, read_names
 
@@ -85,6 +85,11 @@ class SearchRequest(QueryBundle):
     def role_asked_for(self) -> Optional[str]:
         """The file role a short query asks for ("where is X tested": tests; "docs about X": docs), else None."""
         return None if self.kind is QueryKind.REPORT else role_asked_for(self.query_str)
+
+    @cached_property
+    def changes_asked_for(self) -> bool:
+        """A short query about what changed, and in which release: the changelog is its answer, not noise."""
+        return self.kind is not QueryKind.REPORT and asks_for_changes(self.query_str)
 
 
 def as_request(query: QueryBundle) -> SearchRequest:

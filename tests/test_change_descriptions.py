@@ -89,3 +89,12 @@ def test_change_description_ranks_the_code_above_the_changelog(repo: Path, query
     assert "CHANGELOG.md" in files  # weighed less, not hidden: a question about a release still finds it
     # Weighed as any doc, the changelog that words the change comes first.
     assert _files(repo, query, retriever, ranker=ranker, report_noise_weight=1.0)[0] == "CHANGELOG.md"
+
+
+@pytest.mark.parametrize("query, ranker, first", [("release notes of 2.1.0", "rules", "CHANGELOG.md"),
+                                                  ("what changed in version 2.0.0 for timeouts", "blend",
+                                                   "src/client/timeouts.py")])
+def test_question_about_a_release_keeps_the_changelog(repo: Path, query: str, ranker: str, first: str) -> None:
+    """A question about what changed, and in which release, is answered by the changelog: it keeps its weight."""
+    files = _files(repo, query, "hybrid", ranker=ranker)
+    assert files[0] == first and "CHANGELOG.md" in files

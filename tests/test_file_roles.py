@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from coderag.nodes.file_roles import DOCS, EXAMPLES, SOURCE, TESTS, file_role, role_asked_for, source_first
+from coderag.nodes.file_roles import (DOCS, EXAMPLES, SOURCE, TESTS, asks_for_changes, file_role, role_asked_for,
+                                     source_first)
 
 
 @pytest.mark.parametrize("path, language, role", [
@@ -63,3 +64,17 @@ def test_first_build_reports_dense_progress_by_role(tmp_path: Path) -> None:
 ])
 def test_file_roles_the_role_a_query_asks_for(query, role) -> None:
     assert role_asked_for(query) == role
+
+
+@pytest.mark.parametrize("query, asks", [
+    ("what changed in version 2.1.0", True),
+    ("changes since version 2.0", True),
+    ("which release added the retry option", True),
+    ("release notes for the parser", True),
+    ("what's new in 3.0", True),
+    ("Retry failed requests with a backoff\n\n* add changelog entry for retries", False),  # a change that adds to it
+    ("ask the installed shell which release it is", False),
+    ("how are changes to the config saved", False),
+])
+def test_file_roles_a_query_about_what_changed_in_a_release(query, asks) -> None:
+    assert asks_for_changes(query) is asks
