@@ -43,7 +43,7 @@ def dump_settings(root: Path, depth: int):
     from coderag.eval.runner import apply_overrides
 
     return apply_overrides(load_settings(root), {"dense_top_k": depth, "report_dense_top_k": depth,
-                                                 "sparse_top_k": depth})
+                                                 "sparse_top_k": depth, "source_quota_depth": 0})
 
 
 def dump(queries: Sequence, root_for: Any, depth: int = DEFAULT_DEPTH) -> Iterable[dict[str, Any]]:
@@ -86,22 +86,22 @@ def replay(records: Iterable[dict[str, Any]], settings) -> list[tuple[dict[str, 
     """Each record with the fused ranking (top 10) that `settings` give over its dumped legs."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from coderag.pipelines.retriever_graph import leg_depths, report_reading
+    from coderag.pipelines.retriever_graph import legs_as_searched, report_reading
     from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
 
     fusion, r = _fusion(settings), settings.retrieval
     out = []
     for rec in records:
         reading = report_reading(rec["query"], r)
-        depth = leg_depths(r, reading)
-        results = {}
+        found = {}
         for leg, ranked in rec["legs"].items():
             if leg != DENSE and leg != BM25 and reading is None:
                 continue
-            results[leg] = [NodeWithScore(node=TextNode(id_=nid, text=rec["nodes"][nid]["text"],
-                                                        metadata={k: v for k, v in rec["nodes"][nid].items()
-                                                                  if k != "text" and v is not None}), score=score)
-                            for nid, score in ranked[: depth[leg]]]
+            found[leg] = [NodeWithScore(node=TextNode(id_=nid, text=rec["nodes"][nid]["text"],
+                                                      metadata={k: v for k, v in rec["nodes"][nid].items()
+                                                                if k != "text" and v is not None}), score=score)
+                          for nid, score in ranked]
+        results = legs_as_searched(found, r, reading, rec["query"])
         fused = fusion.fuse(results, SearchRequest(rec["query"], legs=tuple(results), reading=reading))
         ranking = [Result.block(n.node.metadata["file_path"], int(n.node.metadata["start_line"]),
                                 int(n.node.metadata["end_line"])) for n in fused[:10]]

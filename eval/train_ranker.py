@@ -83,7 +83,7 @@ def query_rows(dump: dict[str, Any], settings) -> Iterable[QueryRows]:
     from coderag.eval.legs import _fusion
     from coderag.eval.runner import apply_overrides
     from coderag.pipelines.features import candidate_features
-    from coderag.pipelines.retriever_graph import leg_depths, report_reading
+    from coderag.pipelines.retriever_graph import legs_as_searched, report_reading
     from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
 
     r = settings.retrieval
@@ -103,9 +103,9 @@ def query_rows(dump: dict[str, Any], settings) -> Iterable[QueryRows]:
 
     for rec in dump["queries"]:
         reading = report_reading(rec["query"], r)
-        depth = leg_depths(r, reading)
-        results = {leg: [NodeWithScore(node=node(nid), score=score) for nid, score in ranked[: depth[leg]]]
-                   for leg, ranked in rec["legs"].items() if leg in (DENSE, BM25) or reading is not None}
+        results = legs_as_searched({leg: [NodeWithScore(node=node(nid), score=score) for nid, score in ranked]
+                                    for leg, ranked in rec["legs"].items() if leg in (DENSE, BM25) or reading is not None},
+                                   r, reading, rec["query"])
         req = SearchRequest(rec["query"], legs=tuple(results), reading=reading)
         ids, rows = candidate_features(results, req)
         rules = [place(n.node.node_id) for n in fusion.fuse(results, SearchRequest(rec["query"], legs=tuple(results),
@@ -124,7 +124,7 @@ def load_rows(data: Path, settings, repos: Sequence[str]) -> dict[str, list[Quer
     from coderag.pipelines.features import FEATURES
 
     r = settings.retrieval
-    depths = [r.dense_top_k, r.report_dense_top_k, r.sparse_top_k]
+    depths = [r.dense_top_k, r.report_dense_top_k, r.sparse_top_k, r.source_quota_depth]
     key = hashlib.sha256(json.dumps([FEATURES, *depths]).encode()).hexdigest()[:12]
     cache = data / "features" / key
     cache.mkdir(parents=True, exist_ok=True)

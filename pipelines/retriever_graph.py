@@ -79,7 +79,8 @@ class RetrieverGraph:
         return SearchRequest(opts.query, legs=legs + ((NAMED,) if named else ()), filters=filters,
                              named_filters=_and(filters, named) if named else None, keywords=list(opts.keywords),
                              exact_keywords=list(opts.keywords) if opts.requires_exact_match else [],
-                             reading=reading, top_k=opts.top_k, dense_top_k=leg_depths(r, reading)[DENSE], **extra)
+                             reading=reading, top_k=opts.top_k, dense_top_k=leg_depths(r, reading)[DENSE],
+                             source_quota_depth=source_quota_depth(r, reading, opts.query), **extra)
 
     def filters(self, opts: SearchOptions):
         """(the store filters of a request, whether any file can match): its file_pattern as the paths it
@@ -114,6 +115,25 @@ def leg_depths(retrieval, reading) -> dict[str, int]:
     read the depths here."""
     dense = retrieval.report_dense_top_k if reading is not None else retrieval.dense_top_k
     return {DENSE: dense, BM25: retrieval.sparse_top_k, NAMED: retrieval.sparse_top_k}
+
+
+def source_quota_depth(retrieval, reading, query: str) -> int:
+    """How deep the dense and BM25 legs of a request look for source files (pipelines/retrievers.py
+    `source_quota`): a short query's, unless it asks for tests or docs; not a long report's, whose named-files
+    leg reaches the code it points at. The search and the replays of dumped legs read it here."""
+    from coderag.nodes.file_roles import role_asked_for
+
+    return 0 if reading is not None or role_asked_for(query) is not None else retrieval.source_quota_depth
+
+
+def legs_as_searched(found: dict, retrieval, reading, query: str) -> dict:
+    """Each leg's candidates in `found` (dumped deeper than a search reads them, best first) as the search keeps
+    them: its depth (`leg_depths`) and, for the dense and BM25 legs, the source quota (`source_quota_depth`). The
+    replays of dumped legs (eval/legs.py, eval/train_ranker.py) cut them here, so that they rank as a search does."""
+    from coderag.pipelines.retrievers import source_quota
+
+    depth, quota = leg_depths(retrieval, reading), source_quota_depth(retrieval, reading, query)
+    return {leg: source_quota(nodes, depth[leg], quota if leg != NAMED else 0) for leg, nodes in found.items()}
 
 
 def named_files(indexed: list[str], reading, file_pattern: Optional[str]) -> list[str]:

@@ -11,12 +11,42 @@ from llama_index.core.retrievers import AutoMergingRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
 
-from coderag.nodes.keys import END_LINE_KEY, START_LINE_KEY
+from coderag.nodes.file_roles import SOURCE, file_role
+from coderag.nodes.keys import END_LINE_KEY, FILE_PATH_KEY, LANGUAGE_KEY, START_LINE_KEY
 from coderag.pipelines.search_request import as_request
 
 
 def contains_all(text: str, keywords: Sequence[str]) -> bool:
     return all(k in text for k in keywords)
+
+
+def source_quota(nodes: List[NodeWithScore], k: int, depth: int) -> List[NodeWithScore]:
+    """A leg's candidates (best first) as it keeps them: its first `k`, then, while fewer than `k` of those are in
+    source files, the next source ones down to `depth`. In a whole repository the docs pages, tests and examples
+    fill a question's first candidates (they say in prose what it asks in prose), and the code it means is below
+    them (eval/RESULTS.md, "the query-core tune questions over the whole TanStack Query repository").
+
+    >>> from llama_index.core.schema import TextNode
+    >>> ns = [NodeWithScore(node=TextNode(id_=p, metadata={"file_path": p}), score=1.0)
+    ...       for p in ("docs/a.md", "src/a.py", "tests/test_a.py", "docs/b.md", "src/b.py", "src/c.py")]
+    >>> [n.node.node_id for n in source_quota(ns, 3, 6)]
+    ['docs/a.md', 'src/a.py', 'tests/test_a.py', 'src/b.py', 'src/c.py']
+    """
+    kept, sources = nodes[:k], 0
+    for n in kept:
+        sources += _is_source(n)
+    for n in nodes[k:depth]:
+        if sources >= k:
+            break
+        if _is_source(n):
+            kept.append(n)
+            sources += 1
+    return kept
+
+
+def _is_source(n: NodeWithScore) -> bool:
+    m = n.node.metadata
+    return file_role(m.get(FILE_PATH_KEY, ""), m.get(LANGUAGE_KEY, "")) == SOURCE
 
 
 class _StoreRetriever(BaseRetriever):
@@ -69,12 +99,13 @@ class DenseRetriever(_StoreRetriever):
         if self.adapter is not None:
             emb = self.adapter(emb)
         t1 = time.perf_counter()
-        res = self.store.query(VectorStoreQuery(query_embedding=emb, similarity_top_k=req.dense_top_k or self.top_k,
+        k = req.dense_top_k or self.top_k
+        res = self.store.query(VectorStoreQuery(query_embedding=emb, similarity_top_k=max(k, req.source_quota_depth),
                                                 filters=req.filters), **self.query_kwargs)
         if req.embedding is None:
             req.timings["embed_ms"] = (t1 - t0) * 1000
         req.timings["dense_ms"] = (time.perf_counter() - t1) * 1000
-        return self._wrap(res, req.exact_keywords)
+        return source_quota(self._wrap(res, req.exact_keywords), k, req.source_quota_depth)
 
 
 class SparseRetriever(_StoreRetriever):
@@ -94,11 +125,13 @@ class SparseRetriever(_StoreRetriever):
             return []
         t0 = time.perf_counter()
         text = " ".join([req.bm25_text, *req.keywords])
+        depth = 0 if self.named_files else req.source_quota_depth  # a report's named files are its quota already
+        pull = max(self.top_k, depth)
         res = self.store.query(VectorStoreQuery(query_str=text, mode=VectorStoreQueryMode.SPARSE,
-                                                similarity_top_k=self.top_k, sparse_top_k=self.top_k,
+                                                similarity_top_k=pull, sparse_top_k=pull,
                                                 filters=filters), **self.query_kwargs)
         req.timings["named_bm25_ms" if self.named_files else "bm25_ms"] = (time.perf_counter() - t0) * 1000
-        return self._wrap(res, req.exact_keywords)
+        return source_quota(self._wrap(res, req.exact_keywords), self.top_k, depth)
 
 
 def _lines(m: dict) -> int:

@@ -44,6 +44,7 @@ class SearchRequest(QueryBundle):
     reading: Any = None  # the QueryReading of a long query (coderag/queries/reader.py), None for a short one
     top_k: Optional[int] = None  # fused candidates (None: the index's setting)
     dense_top_k: Optional[int] = None  # the dense leg's candidates (None: the leg's own depth)
+    source_quota_depth: int = 0  # how deep the dense and BM25 legs look for source files (0: not beyond their depth)
     timings: dict = field(default_factory=dict)  # stage -> ms, filled by the components
     while_embedding: Optional[Callable[[list], None]] = None  # work done while a helper embeds the query
     unchanged_files: frozenset = frozenset()  # files just found to be the content indexed (merge reads none)

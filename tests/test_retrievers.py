@@ -134,8 +134,8 @@ def test_retrievers_dense_leg_goes_deeper_for_a_report(index) -> None:
     """A long query (a bug report) asks the dense leg for report_dense_top_k candidates, a question for
     dense_top_k; the depth travels on the request, so one graph answers both."""
     r = index.settings.retrieval
-    saved = (r.dense_top_k, r.report_dense_top_k)
-    r.dense_top_k, r.report_dense_top_k = 3, 7
+    saved = (r.dense_top_k, r.report_dense_top_k, r.source_quota_depth)
+    r.dense_top_k, r.report_dense_top_k, r.source_quota_depth = 3, 7, 0
     try:
         graph = _graph(index)
         report = ("Invoice totals are wrong when tax is rounded\n" + "The invoice tax is rounded before the "
@@ -143,9 +143,41 @@ def test_retrievers_dense_leg_goes_deeper_for_a_report(index) -> None:
         requests = {q: graph.request(SearchOptions(query=q)) for q in ("round the sales tax", report)}
         found = {q: graph.legs["dense"].retrieve(req) for q, req in requests.items()}
     finally:
-        r.dense_top_k, r.report_dense_top_k = saved
+        r.dense_top_k, r.report_dense_top_k, r.source_quota_depth = saved
     assert requests[report].reading is not None and requests["round the sales tax"].reading is None
     assert [len(found[q]) for q in ("round the sales tax", report)] == [3, 7]
+
+
+def test_retrievers_question_legs_look_past_tests_and_docs_for_source(index) -> None:
+    """When tests or docs are among a question's first candidates, its dense and BM25 legs add source candidates
+    from below until they hold as many as their depth (retrieval.source_quota_depth); a question that asks for
+    tests keeps its depth."""
+    from coderag.nodes.file_roles import SOURCE, file_role
+
+    r = index.settings.retrieval
+    saved = (r.dense_top_k, r.sparse_top_k, r.source_quota_depth)
+    r.dense_top_k, r.sparse_top_k = 3, 3
+    try:
+        graph = _graph(index)
+
+        def legs(query: str, quota: int) -> dict[str, list[str]]:
+            r.source_quota_depth = quota
+            req = graph.request(SearchOptions(query=query))
+            return {leg: [n.node.metadata["file_path"] for n in graph.legs[leg].retrieve(req)] for leg in ("dense", "bm25")}
+
+        off, on = legs("round the sales tax", 0), legs("round the sales tax", 50)
+        tested = legs("where is the invoice tax tested", 50)
+    finally:
+        r.dense_top_k, r.sparse_top_k, r.source_quota_depth = saved
+
+    def sources(paths: list[str]) -> int:
+        return sum(file_role(p) == SOURCE for p in paths)
+
+    assert any(sources(off[leg]) < 3 for leg in off)  # tests/test_invoice.py or README.md is among the first three
+    for leg in ("dense", "bm25"):
+        assert on[leg][:3] == off[leg][:3]  # the first candidates stay, in their order
+        assert sources(on[leg]) == 3 and all(file_role(p) == SOURCE for p in on[leg][3:])
+        assert len(tested[leg]) == 3
 
 
 def test_retrievers_dense_uses_a_given_query_embedding(index) -> None:
@@ -185,12 +217,13 @@ def test_retrievers_fusion_rrf_is_weighted_rrf(index) -> None:
     r = index.settings.retrieval
     dense = [n.node.node_id for n in DenseRetriever(index.vector_store, index.embed_model, r.dense_top_k).retrieve(q)]
     sparse = [n.node.node_id for n in SparseRetriever(index.vector_store, r.sparse_top_k).retrieve(q)]
-    # The agreement rule can move one chunk first (test_fusion_order.py).
-    saved, r.leg_agreement, r.fusion = (r.leg_agreement, r.fusion), False, "rrf"
+    # The agreement rule can move one chunk first (test_fusion_order.py); the legs above keep their depth.
+    saved = (r.leg_agreement, r.fusion, r.source_quota_depth)
+    r.leg_agreement, r.fusion, r.source_quota_depth = False, "rrf", 0
     try:
         fused = _fusion(index, q, top_k=50).retrieve(q)
     finally:
-        r.leg_agreement, r.fusion = saved
+        r.leg_agreement, r.fusion, r.source_quota_depth = saved
     w = 0.5  # equal weights, normalised to sum 1
     for n in fused:
         nid = n.node.node_id
@@ -207,12 +240,12 @@ def test_retrievers_fusion_scores_sums_each_legs_score_over_its_best(index) -> N
     r = index.settings.retrieval
     dense = DenseRetriever(index.vector_store, index.embed_model, r.dense_top_k).retrieve(q)
     sparse = SparseRetriever(index.vector_store, r.sparse_top_k).retrieve(q)
-    saved = (r.leg_agreement, r.fusion, r.score_dense_weight, r.score_power)
-    r.leg_agreement, r.fusion, r.score_dense_weight, r.score_power = False, "scores", 3.0, 2.0
+    saved = (r.leg_agreement, r.fusion, r.score_dense_weight, r.score_power, r.source_quota_depth)
+    r.leg_agreement, r.fusion, r.score_dense_weight, r.score_power, r.source_quota_depth = False, "scores", 3.0, 2.0, 0
     try:
         fused = _fusion(index, q, top_k=50).retrieve(q)
     finally:
-        r.leg_agreement, r.fusion, r.score_dense_weight, r.score_power = saved
+        r.leg_agreement, r.fusion, r.score_dense_weight, r.score_power, r.source_quota_depth = saved
     legs = [({n.node.node_id: n.score for n in dense}, 3.0 / 4), ({n.node.node_id: n.score for n in sparse}, 1.0 / 4)]
     for n in fused:
         nid = n.node.node_id
