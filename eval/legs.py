@@ -3,7 +3,8 @@
 Tuning the fusion by re-running ``coderag eval`` costs a search of every query for every setting. The legs do
 not depend on the fusion's settings, so their candidates can be dumped once (deeper than the settings ask)
 and each fusion setting replayed over them in seconds. The replay runs the fusion of pipelines/fusion.py
-itself on the dumped nodes, cut to the depths of the settings it replays (``dense_top_k``, ``sparse_top_k``):
+itself on the dumped nodes, cut as the search cuts them under the settings it replays (``dense_top_k``,
+``sparse_top_k``, ``source_quota_depth``: pipelines/retriever_graph.py ``legs_as_searched``):
 the ranking it scores is ``hybrid``'s, before auto-merging and packing, so its R@k and MRR@10 are those of
 the fused list, and ``coderag eval`` remains the judge of a change.
 
