@@ -69,6 +69,14 @@ SNAPSHOTS: dict[str, SnapshotCorpus] = {
                     "marshmallow, astroid and sqlfluff (tune), each searched at the commit before its fix "
                     "(eval/bug_reports.py).",
     ),
+    "query-core-repo": SnapshotCorpus(
+        name="query-core-repo",
+        env="CODERAG_HISTORY_DIR",
+        prepare="python -m coderag.eval.tune_commits snapshots",
+        languages=("typescript",),
+        description="query-core's tune questions asked of the whole TanStack Query repository (its docs, examples "
+                    "and sibling packages around query-core), at the snapshot the tune commits are mined at.",
+    ),
     "history": SnapshotCorpus(
         name="history",
         env="CODERAG_HISTORY_DIR",

@@ -9,8 +9,11 @@ them at), pydantic-core and TanStack Query (the projects of the tune question se
 `query-core`, at the head of their history when it was fetched). A seeded sample per project and kind keeps a
 run to a few minutes.
 
-    python -m coderag.eval.tune_commits --mirror DIR --out tune_commits.jsonl   # snapshots in $CODERAG_HISTORY_DIR
-    coderag eval --dataset tune_commits.jsonl --variants full                     # indexes them on first use
+    python -m coderag.eval.tune_commits queries --mirror DIR --out tune_commits.jsonl  # snapshots: $CODERAG_HISTORY_DIR
+    coderag eval --dataset tune_commits.jsonl --variants full                            # indexes them on first use
+
+The same snapshots serve `query-core-repo` (eval/datasets): `python -m coderag.eval.tune_commits snapshots
+--mirror DIR [--out DIR]` makes them alone.
 """
 
 from __future__ import annotations
@@ -36,6 +39,14 @@ SAMPLE = {COMMIT: 300, TEST: 120}  # per project
 SEED = 7
 
 
+def snapshot_of(mirror: Path, snapshots: Path, repo: str, commit: str) -> tuple[Path, Path]:
+    """(the git dir, the snapshot) of `repo` at `commit`, the snapshot made when it is not there yet."""
+    gitdir = mirror / repo.replace("/", "+") / "repo"
+    if not gitdir.is_dir():
+        raise SystemExit(f"{gitdir} is not there: fetch {repo} as a bare git dir with its history first.")
+    return gitdir, make_snapshot(gitdir, commit, snapshots / snapshot_name(repo, commit))
+
+
 def tune_commits(mirror: Path, snapshots: Path, repos: dict[str, str] = TUNE_COMMIT_REPOS,
                  sizes: dict[str, int] = SAMPLE, seed: int = SEED) -> list[dict]:
     """`sizes[kind]` queries of each kind of each project, drawn by one generator: the same ones on every run
@@ -43,10 +54,7 @@ def tune_commits(mirror: Path, snapshots: Path, repos: dict[str, str] = TUNE_COM
     rng = random.Random(seed)
     out: list[dict] = []
     for repo, commit in repos.items():
-        gitdir = mirror / repo.replace("/", "+") / "repo"
-        if not gitdir.is_dir():
-            raise SystemExit(f"{gitdir} is not there: fetch {repo} as a bare git dir with its history first.")
-        snap = make_snapshot(gitdir, commit, snapshots / snapshot_name(repo, commit))
+        gitdir, snap = snapshot_of(mirror, snapshots, repo, commit)
         for kind, n in sizes.items():
             records, _ = mine(repo, gitdir, snap, commit, "tune", kind=kind)
             rng.shuffle(records)
@@ -58,10 +66,20 @@ def tune_commits(mirror: Path, snapshots: Path, repos: dict[str, str] = TUNE_COM
 def main(argv: list[str] | None = None) -> int:
     history = SNAPSHOTS["history"]  # where `coderag eval` looks for the snapshots of these queries
     p = argparse.ArgumentParser(prog="python -m coderag.eval.tune_commits", description=__doc__.split("\n\n")[0])
-    p.add_argument("--mirror", type=Path, required=True, help="folder of <owner>+<name>/repo bare git dirs")
-    p.add_argument("--snapshots", type=Path, default=None, help=f"where the snapshots go (default: ${history.env})")
-    p.add_argument("--out", type=Path, required=True)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    q = sub.add_parser("queries", help="mine the queries (and make the snapshots they need)")
+    q.add_argument("--mirror", type=Path, required=True, help="folder of <owner>+<name>/repo bare git dirs")
+    q.add_argument("--snapshots", type=Path, default=None, help=f"where the snapshots go (default: ${history.env})")
+    q.add_argument("--out", type=Path, required=True, help="the queries, one JSON object a line")
+    s = sub.add_parser("snapshots", help="only the snapshots")
+    s.add_argument("--mirror", type=Path, required=True, help="folder of <owner>+<name>/repo bare git dirs")
+    s.add_argument("--out", type=Path, default=None, help=f"where the snapshots go (default: ${history.env})")
     a = p.parse_args(argv)
+    if a.cmd == "snapshots":
+        folder = a.out or history.folder()
+        for repo, commit in TUNE_COMMIT_REPOS.items():
+            print(snapshot_of(a.mirror, folder, repo, commit)[1])
+        return 0
     records = tune_commits(a.mirror, a.snapshots or history.folder())
     a.out.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     print(f"{a.out}: {len(records)} queries", file=sys.stderr)
