@@ -22,9 +22,9 @@ def contains_all(text: str, keywords: Sequence[str]) -> bool:
 
 def source_quota(nodes: List[NodeWithScore], k: int, depth: int) -> List[NodeWithScore]:
     """A leg's candidates (best first) as it keeps them: its first `k`, then, while fewer than `k` of those are in
-    source files, the next source ones down to `depth`. In a whole repository the docs pages, tests and examples
-    fill a question's first candidates (they say in prose what it asks in prose), and the code it means is below
-    them (eval/RESULTS.md, "the query-core tune questions over the whole TanStack Query repository").
+    source files, the next source ones down to `depth`. In a whole repository docs pages, tests and examples fill
+    most of a question's first candidates, and the code it means is often below them (eval/RESULTS.md, "the
+    query-core tune questions over the whole TanStack Query repository").
 
     >>> from llama_index.core.schema import TextNode
     >>> ns = [NodeWithScore(node=TextNode(id_=p, metadata={"file_path": p}), score=1.0)
