@@ -128,12 +128,13 @@ def source_quota_depth(retrieval, reading, query: str) -> int:
 
 def legs_as_searched(found: dict, retrieval, reading, query: str) -> dict:
     """Each leg's candidates in `found` (dumped deeper than a search reads them, best first) as the search keeps
-    them: its depth (`leg_depths`) and, for the dense and BM25 legs, the source quota (`source_quota_depth`). The
-    replays of dumped legs (eval/legs.py, eval/train_ranker.py) cut them here, so that they rank as a search does."""
+    them: its depth (`leg_depths`) and the source quota (`source_quota_depth`: none for a report, the only
+    request whose named-files leg runs). The replays of dumped legs (eval/legs.py, eval/train_ranker.py) cut them
+    here, so that they rank as a search does."""
     from coderag.pipelines.retrievers import source_quota
 
     depth, quota = leg_depths(retrieval, reading), source_quota_depth(retrieval, reading, query)
-    return {leg: source_quota(nodes, depth[leg], quota if leg != NAMED else 0) for leg, nodes in found.items()}
+    return {leg: source_quota(nodes, depth[leg], quota) for leg, nodes in found.items()}
 
 
 def named_files(indexed: list[str], reading, file_pattern: Optional[str]) -> list[str]:

@@ -32,6 +32,8 @@ def source_quota(nodes: List[NodeWithScore], k: int, depth: int) -> List[NodeWit
     >>> [n.node.node_id for n in source_quota(ns, 3, 6)]
     ['docs/a.md', 'src/a.py', 'tests/test_a.py', 'src/b.py', 'src/c.py']
     """
+    if depth <= k:
+        return nodes[:k]  # no quota (a report, a query that asks for tests or docs): no file's role is read
     kept, sources = nodes[:k], 0
     for n in kept:
         sources += _is_source(n)
@@ -125,13 +127,12 @@ class SparseRetriever(_StoreRetriever):
             return []
         t0 = time.perf_counter()
         text = " ".join([req.bm25_text, *req.keywords])
-        depth = 0 if self.named_files else req.source_quota_depth  # a report's named files are its quota already
-        pull = max(self.top_k, depth)
+        pull = max(self.top_k, req.source_quota_depth)
         res = self.store.query(VectorStoreQuery(query_str=text, mode=VectorStoreQueryMode.SPARSE,
                                                 similarity_top_k=pull, sparse_top_k=pull,
                                                 filters=filters), **self.query_kwargs)
         req.timings["named_bm25_ms" if self.named_files else "bm25_ms"] = (time.perf_counter() - t0) * 1000
-        return source_quota(self._wrap(res, req.exact_keywords), self.top_k, depth)
+        return source_quota(self._wrap(res, req.exact_keywords), self.top_k, req.source_quota_depth)
 
 
 def _lines(m: dict) -> int:
