@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Iterator, Optional
 
+from coderag.nodes.file_roles import FIXTURE_DIRS
 from coderag.nodes.languages import EXTENSIONS, detect_language
 
 SECRET, DATA = "secret", "data"
@@ -30,8 +31,9 @@ SECRET, DATA = "secret", "data"
 # A change that lets a skipped file in is seen by the walk: while an index's rules are older, the files it
 # skipped for a reason in RECHECKED_REASONS are read again (pipelines/changes.py).
 # 1: keys, credentials and data files; 2: API tokens; 3: tokens in source code masked, not the file
-# skipped, and a file with a few bytes that are not UTF-8 decoded with replacement, not skipped.
-RULES_VERSION = "3"
+# skipped, and a file with a few bytes that are not UTF-8 decoded with replacement, not skipped; 4: jest's
+# `__mocks__` and jscodeshift's `__testfixtures__` are fixture folders (file_roles.FIXTURE_DIRS).
+RULES_VERSION = "4"
 RECHECKED_REASONS = frozenset({SECRET, "encoding"})
 
 # Files in these languages are code or prose whatever their numbers: the row and base64 sniffs are for the
@@ -180,7 +182,6 @@ DEFAULT_DATA_MAX_BYTES = 64 * 1024
 # JSON/YAML/XML over DEFAULT_DATA_MAX_BYTES is data (an OpenAPI spec of that size is one too: its chunks
 # are schemas field by field); so is a non-code file of that size under a fixture folder.
 DATA_LANGUAGES_BY_SIZE = frozenset({"json", "yaml", "xml"})
-FIXTURE_DIRS = frozenset({"fixtures", "fixture", "__fixtures__", "testdata", "test_data", "test-data", "golden"})
 SNIFF_BYTES = 16 * 1024
 SNIFF_LINES = 200
 MIN_SNIFF_LINES = 20  # fewer lines than this say nothing either way

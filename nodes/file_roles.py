@@ -7,7 +7,11 @@ import re
 SOURCE, TESTS, DOCS, EXAMPLES = "source", "tests", "docs", "examples"
 ROLES = (SOURCE, TESTS, DOCS, EXAMPLES)  # also the order in which a first build embeds them
 DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})
-_TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing"})
+# Inputs and doubles that tests read: fixtures, golden files, recorded data, jest's mocks, jscodeshift's
+# before/after pairs. They are code or data shaped like the code under test, and never where it lives.
+FIXTURE_DIRS = frozenset({"fixtures", "fixture", "__fixtures__", "__testfixtures__", "__mocks__", "testdata",
+                          "test_data", "test-data", "golden"})
+_TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing"}) | FIXTURE_DIRS
 _TEST_FILE = re.compile(r"(^test_.*|.*_test\.\w+|.*\.(test|spec)\.\w+|conftest\.py)$")
 _DOC_DIRS = frozenset({"doc", "docs", "documentation"})
 _EXAMPLE_DIRS = frozenset({"example", "examples", "samples", "demo", "demos", "benchmarks", "bench"})
@@ -20,6 +24,8 @@ def file_role(path: str, language: str = "") -> str:
     ('source', 'tests', 'docs')
     >>> file_role("examples/basic.py"), file_role("README.md", "markdown")
     ('examples', 'docs')
+    >>> file_role("src/v5/__testfixtures__/default.input.tsx"), file_role("pkg/testdata/config.go")
+    ('tests', 'tests')
     """
     parts = path.split("/")
     folders = parts[:-1]

@@ -125,6 +125,7 @@ def test_file_classes_big_json_yaml_xml_and_fixtures_are_data() -> None:
     assert data_content("k8s/all.yaml", big).startswith("yaml of ")
     assert data_content("tests/fixtures/page.html", big).startswith("fixture of ")
     assert data_content("pkg/testdata/golden.txt", big).startswith("fixture of ")
+    assert data_content("src/__mocks__/api.txt", big).startswith("fixture of ")
     # ... but prose of that size outside fixtures (Django's docs are .txt) and code are not
     assert data_content("docs/ref/models.txt", b"The QuerySet API reference, with examples.\n" * 3000) is None
     assert data_content("tests/fixtures/big_module.py", big) is None
