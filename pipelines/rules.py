@@ -174,10 +174,20 @@ class Rules:
             longest = max(phrase.split(" "), key=len)  # a cheap first test, which most candidates fail
             for nid, nws in by_id.items():
                 text = nws.node.get_content()
-                if longest in text.lower() and phrase in phrase_of(text):
-                    factor[nid] *= 1.0 + self.phrase_boost
-                elif message_coverage(text, req.query_str) >= PASTED_MESSAGE_SHARE:
-                    factor[nid] *= 1.0 + self.phrase_boost  # its template printed the message pasted
+                quoted = longest in text.lower() and phrase in phrase_of(text)
+                if (quoted or message_coverage(text, req.query_str) >= PASTED_MESSAGE_SHARE) \
+                        and self._quotes_what_is_asked_for(nws, req):
+                    factor[nid] *= 1.0 + self.phrase_boost  # a docstring quoted, or a message its template printed
+
+    @staticmethod
+    def _quotes_what_is_asked_for(nws: NodeWithScore, req: SearchRequest) -> bool:
+        """Whether a candidate that holds the query word for word is what the query asks for. A test states the
+        behaviour it checks in the words a developer asks about it ("returns 404 when no route matches", a
+        test's docstring, an assertion's message): found there, the sentence names the behaviour, and the code
+        that has it is elsewhere. So a test's quote counts only when the query asks for tests (eval/RESULTS.md,
+        "a test's own words")."""
+        m = nws.node.metadata
+        return req.role_asked_for == TESTS or file_role(m.get(FILE_PATH_KEY, ""), m.get(LANGUAGE_KEY, "")) != TESTS
 
     def _name_factors(self, factor: Dict[str, float], by_id: Dict[str, NodeWithScore], req: SearchRequest) -> None:
         """Definitions of the names a report points at or a query spells; for "who calls X", X's uses."""
