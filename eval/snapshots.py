@@ -77,6 +77,15 @@ SNAPSHOTS: dict[str, SnapshotCorpus] = {
         description="query-core's tune questions asked of the whole TanStack Query repository (its docs, examples "
                     "and sibling packages around query-core), at the snapshot the tune commits are mined at.",
     ),
+    "fresh-repos": SnapshotCorpus(
+        name="fresh-repos",
+        env="CODERAG_HISTORY_DIR",
+        prepare="python -m coderag.eval.ranker_data snapshots",
+        languages=("python", "typescript", "rust"),
+        description="The held-out questions of anyio, tomlkit, ajv, orjson and jiter asked of each whole "
+                    "repository (tests, docs, benchmarks and tooling beside the package), at the snapshot its "
+                    "held-out commit messages are mined at.",
+    ),
     "history": SnapshotCorpus(
         name="history",
         env="CODERAG_HISTORY_DIR",
