@@ -83,26 +83,34 @@ def _fusion(settings):
                                 NAMED: SparseRetriever(None, named_files=True)})
 
 
-def replay(records: Iterable[dict[str, Any]], settings) -> list[tuple[dict[str, Any], list[Result]]]:
-    """Each record with the fused ranking (top 10) that `settings` give over its dumped legs."""
+def searched_legs(rec: dict[str, Any], retrieval) -> tuple[dict, Any]:
+    """(leg -> its candidates as the search keeps them, the request's reading) for one dumped record, under
+    the settings `retrieval`: the legs a search runs, cut by pipelines/retriever_graph.py `legs_as_searched`."""
     from llama_index.core.schema import NodeWithScore, TextNode
 
     from coderag.pipelines.retriever_graph import legs_as_searched, report_reading
-    from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
+    from coderag.pipelines.search_request import BM25, DENSE
+
+    reading = report_reading(rec["query"], retrieval)
+    found = {}
+    for leg, ranked in rec["legs"].items():
+        if leg != DENSE and leg != BM25 and reading is None:
+            continue  # the named-files leg runs for a long report only
+        found[leg] = [NodeWithScore(node=TextNode(id_=nid, text=rec["nodes"][nid]["text"],
+                                                  metadata={k: v for k, v in rec["nodes"][nid].items()
+                                                            if k != "text" and v is not None}), score=score)
+                      for nid, score in ranked]
+    return legs_as_searched(found, retrieval, reading, rec["query"]), reading
+
+
+def replay(records: Iterable[dict[str, Any]], settings) -> list[tuple[dict[str, Any], list[Result]]]:
+    """Each record with the fused ranking (top 10) that `settings` give over its dumped legs."""
+    from coderag.pipelines.search_request import SearchRequest
 
     fusion, r = _fusion(settings), settings.retrieval
     out = []
     for rec in records:
-        reading = report_reading(rec["query"], r)
-        found = {}
-        for leg, ranked in rec["legs"].items():
-            if leg != DENSE and leg != BM25 and reading is None:
-                continue
-            found[leg] = [NodeWithScore(node=TextNode(id_=nid, text=rec["nodes"][nid]["text"],
-                                                      metadata={k: v for k, v in rec["nodes"][nid].items()
-                                                                if k != "text" and v is not None}), score=score)
-                          for nid, score in ranked]
-        results = legs_as_searched(found, r, reading, rec["query"])
+        results, reading = searched_legs(rec, r)
         fused = fusion.fuse(results, SearchRequest(rec["query"], legs=tuple(results), reading=reading))
         ranking = [Result.block(n.node.metadata["file_path"], int(n.node.metadata["start_line"]),
                                 int(n.node.metadata["end_line"])) for n in fused[:10]]
@@ -114,22 +122,22 @@ def gold_spans(rec: dict[str, Any]) -> list[Span]:
     return [Span(g["file_path"], g["start_line"], g["end_line"]) for g in rec["gold"]]
 
 
-def union_reach(rec: dict[str, Any], depths: dict[str, int]) -> tuple[bool, bool]:
-    """(a gold file, a gold chunk) among the candidates of the legs cut to `depths`."""
+def union_reach(rec: dict[str, Any], retrieval) -> tuple[bool, bool]:
+    """(a gold file, a gold chunk) among the candidates the legs keep under the settings `retrieval`."""
     gold = gold_spans(rec)
-    ids = {nid for leg, ranked in rec["legs"].items() for nid, _ in ranked[: depths.get(leg, 0)]}
-    blocks = [Result.block(rec["nodes"][i]["file_path"], int(rec["nodes"][i]["start_line"]),
-                           int(rec["nodes"][i]["end_line"])) for i in ids]
+    legs, _ = searched_legs(rec, retrieval)
+    blocks = [Result.block(n.node.metadata["file_path"], int(n.node.metadata["start_line"]),
+                           int(n.node.metadata["end_line"])) for nodes in legs.values() for n in nodes]
     return (any(b.file_path == g.file_path for b in blocks for g in gold),
             any(overlaps(b, g) for b in blocks for g in gold))
 
 
-def report(scored: list[tuple[dict[str, Any], list[Result]]], depths: dict[str, int]) -> str:
+def report(scored: list[tuple[dict[str, Any], list[Result]]], retrieval) -> str:
     """Markdown rows per group (all, split, kind and split): the fused ranking's metrics and the legs' reach."""
     groups: dict[str, list] = defaultdict(list)
     for rec, ranking in scored:
         for g in ("all", f"split {rec['split']}", f"{rec['kind']}, {rec['split']}"):
-            groups[g].append((score_ranking(ranking, gold_spans(rec)), union_reach(rec, depths)))
+            groups[g].append((score_ranking(ranking, gold_spans(rec)), union_reach(rec, retrieval)))
     keys = ("recall@1", "recall@5", "mrr@10", "line_hit@1", "line_hit@5")
     lines = ["| group | n | " + " | ".join(keys) + " | gold file reached | gold chunk reached |",
              "| --- | ---: |" + " ---: |" * (len(keys) + 2)]
@@ -182,9 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(str(exc))
     records = [json.loads(line) for line in a.dump.open(encoding="utf-8")]
     records = [rec for rec in records if a.split is None or rec["split"] == a.split]
-    r = settings.retrieval
-    print(report(replay(records, settings), {"dense": r.dense_top_k, "bm25": r.sparse_top_k,
-                                             "named": r.sparse_top_k}))
+    print(report(replay(records, settings), settings.retrieval))
     return 0
 
 

@@ -104,3 +104,25 @@ def test_legs_dump_is_as_deep_for_a_report_as_for_a_question(tmp_path) -> None:
     r = dump_settings(tmp_path, 50).retrieval
     for reading in (None, object()):  # a question, and a request read as a report
         assert set(leg_depths(r, reading).values()) == {50}
+
+
+def test_legs_reach_counts_what_the_source_quota_adds() -> None:
+    """The legs' reach is of the candidates a search keeps: the source quota's additions count, as the fusion
+    sees them, and nothing below its depth does."""
+    from coderag.base.config import Settings
+    from coderag.eval.legs import union_reach
+
+    def node(path: str) -> dict:
+        return {"file_path": path, "start_line": 1, "end_line": 5, "text": "x = 1", "kind": "function",
+                "symbol": "x", "language": "markdown" if path.endswith(".md") else "python"}
+
+    nodes = {f"d{i}": node(f"docs/page{i}.md") for i in range(40)}
+    nodes["gold"] = node("src/app/gold.py")
+    ranked = [[f"d{i}", 10.0 - i / 10] for i in range(40)] + [["gold", 5.0]]  # 41st: below the first k
+    rec = {"query": "where is the answer", "gold": [{"file_path": "src/app/gold.py", "start_line": 1, "end_line": 5}],
+           "legs": {"dense": ranked, "bm25": ranked}, "nodes": nodes}
+    settings = Settings()
+    assert settings.retrieval.source_quota_depth > len(ranked) > settings.retrieval.sparse_top_k
+    assert union_reach(rec, settings.retrieval) == (True, True)
+    settings.retrieval.source_quota_depth = 0
+    assert union_reach(rec, settings.retrieval) == (False, False)
