@@ -88,6 +88,19 @@ def query_phrase(query: str) -> str:
     return phrase if len(phrase.split(" ")) >= PHRASE_MIN_WORDS else ""
 
 
+def quote_counts(role: str, wanted: str | None) -> bool:
+    """Whether a candidate of file role `role` that holds the query word for word (a phrase, a printed message)
+    is what a query that asks for role `wanted` (or None) asks for. A test states the behaviour it checks in a
+    developer's words (a spec string, a test's docstring, an assertion's message): found there, the sentence
+    names the behaviour, and the code that has it is elsewhere. So a test's quote counts only when the query
+    asks for tests (eval/RESULTS.md, "a test's own words").
+
+    >>> quote_counts("source", None), quote_counts("tests", None), quote_counts("tests", "tests")
+    (True, False, True)
+    """
+    return role != TESTS or wanted == TESTS
+
+
 def is_report_noise(path: str) -> bool:
     """Files a bug report or a change's description resembles without being where it is fixed or made:
     issue and PR templates, changelogs and release notes (they quote past reports and changes), contributor
@@ -242,8 +255,8 @@ def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchReque
                 (sum(1 for t in terms if t in f_code) / len(terms)) if terms else 0.0,
                 defined / len(idents) if idents else 0.0, used / len(idents) if idents else 0.0,
                 1.0 / (report_rank + 1) if report_rank is not None else 0.0,
-                float(bool(phrase) and phrase in phrase_of(text)),
-                message_coverage(text, query) if check_message else 0.0,
+                float(bool(phrase) and quote_counts(role, wanted) and phrase in phrase_of(text)),
+                message_coverage(text, query) if check_message and quote_counts(role, wanted) else 0.0,
                 (sum(1 for k in req.keywords if k in text) / len(req.keywords)) if req.keywords else 0.0]
         kind = m.get(KIND_KEY, "")
         symbol = m.get(SYMBOL_KEY) or ""

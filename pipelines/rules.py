@@ -15,7 +15,7 @@ from llama_index.core.schema import NodeWithScore
 from coderag.nodes.file_roles import DOCS, TESTS, file_role
 from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY
 from coderag.pipelines.features import (NON_CODE_LANGUAGES, declares_only, defines_name, is_report_noise,
-                                        is_unnamed_window, phrase_of, query_phrase)
+                                        is_unnamed_window, phrase_of, query_phrase, quote_counts)
 from coderag.pipelines.search_request import BM25, DENSE, QueryKind, SearchRequest
 from coderag.queries.literals import message_coverage
 from coderag.queries.names import uses_name
@@ -176,18 +176,9 @@ class Rules:
                 text = nws.node.get_content()
                 quoted = longest in text.lower() and phrase in phrase_of(text)
                 if (quoted or message_coverage(text, req.query_str) >= PASTED_MESSAGE_SHARE) \
-                        and self._quotes_what_is_asked_for(nws, req):
+                        and quote_counts(file_role(nws.node.metadata.get(FILE_PATH_KEY, ""),
+                                                   nws.node.metadata.get(LANGUAGE_KEY, "")), req.role_asked_for):
                     factor[nid] *= 1.0 + self.phrase_boost  # a docstring quoted, or a message its template printed
-
-    @staticmethod
-    def _quotes_what_is_asked_for(nws: NodeWithScore, req: SearchRequest) -> bool:
-        """Whether a candidate that holds the query word for word is what the query asks for. A test states the
-        behaviour it checks in the words a developer asks about it ("returns 404 when no route matches", a
-        test's docstring, an assertion's message): found there, the sentence names the behaviour, and the code
-        that has it is elsewhere. So a test's quote counts only when the query asks for tests (eval/RESULTS.md,
-        "a test's own words")."""
-        m = nws.node.metadata
-        return req.role_asked_for == TESTS or file_role(m.get(FILE_PATH_KEY, ""), m.get(LANGUAGE_KEY, "")) != TESTS
 
     def _name_factors(self, factor: Dict[str, float], by_id: Dict[str, NodeWithScore], req: SearchRequest) -> None:
         """Definitions of the names a report points at or a query spells; for "who calls X", X's uses."""

@@ -1,6 +1,6 @@
 """A test states the behaviour it checks in a developer's words; asked in those words, a search finds the code
-that has the behaviour, and the test only when the query asks for tests (pipelines/rules.py
-`_quotes_what_is_asked_for`)."""
+that has the behaviour, and the test only when the query asks for tests (pipelines/features.py `quote_counts`,
+read by the rules and by the learned ranker's features)."""
 
 from __future__ import annotations
 
@@ -66,8 +66,9 @@ def _files(root: Path, query: str, ranker: str) -> list[str]:
 
 
 def test_a_tests_words_find_the_code_that_does_it(repo: Path) -> None:
-    """The rules' order (the blend's larger share). The learned ranker's own phrase feature is as it was
-    trained: in a three-file repository it still puts the test first, and the blend with it."""
+    """The rules' order (the blend's larger share). The learned ranker reads the same `quote_counts`, but its
+    other evidence (the test's words cover the query, its name) still puts the test first in a three-file
+    repository, and the blend with it; over the tune projects' test descriptions it gains (eval/RESULTS.md)."""
     files = _files(repo, DESCRIPTION, "rules")
     assert files[0] == "src/router/match.py"
     assert "tests/test_match.py" in files  # not boosted, not hidden
