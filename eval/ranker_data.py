@@ -41,6 +41,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from coderag.base.paths import INDEX_DIR_NAME
 from coderag.eval.history import DEFAULT_YEARS, TEST, make_snapshot, mine
 from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS
 from coderag.eval.legs import DUMPED_METADATA, dump_settings
@@ -140,6 +141,7 @@ def _write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
 
 NAME_LIMIT = 60  # definitions asked for by name, per repository
 USAGE_LIMIT = 25  # names asked for their callers or their tests, per repository
+TESTED_LIMIT = 40  # names asked for their tests by tested_queries, per repository
 
 
 def spellings(name: str) -> list[str]:
@@ -202,6 +204,48 @@ def name_queries(root: Path, repo: str, split: str) -> list[dict[str, Any]]:
                  "end_line": int(u.metadata["end_line"])} for u in wanted]
         out.append(record(f"use:{name}", query, gold))
         asked += 1
+    return out
+
+
+def tested_queries(root: Path, repo: str, sha: str, split: str, limit: int = TESTED_LIMIT,
+                   seed: int = 11) -> list[dict[str, Any]]:
+    """"where is X tested" for up to `limit` source definitions that are defined once and used by one to ten
+    test chunks (the gold), drawn by a seeded generator from the indexed snapshot at `root`. A query that asks
+    for tests wants the tests, which no change description's gold is: `name_queries` asks it of a third of its
+    usage names only, and no held-out set asked it at all (eval/RESULTS.md, "queries that ask for tests")."""
+    import random
+
+    from coderag.nodes.code_splitter import MERGED_KIND
+    from coderag.nodes.file_roles import TESTS, file_role
+    from coderag.pipelines.code_index import CodeIndex
+    from coderag.queries.names import is_code_name, uses_name
+    from coderag.queries.symbols import bare_symbol, chunk_symbols
+
+    with CodeIndex.open(root, create=False) as index:
+        leaves = [n for n in index.docstore.docs.values() if n.metadata.get("is_leaf") is not False
+                  and n.metadata.get("file_path")]
+    tests = [n for n in leaves if file_role(n.metadata["file_path"], n.metadata.get("language", "")) == TESTS]
+    test_ids = {n.node_id for n in tests}
+    defined: dict[str, int] = defaultdict(int)
+    for n in leaves:  # a merged leaf of small definitions lists each of them
+        if n.metadata.get("kind") in _DEFINITION_KINDS | {MERGED_KIND} and n.node_id not in test_ids:
+            for symbol in chunk_symbols(n.metadata):
+                name = bare_symbol(symbol).split(".")[-1].split("::")[-1]
+                if len(name) >= 6 and is_code_name(name):  # shorter names are words tests use for other things
+                    defined[name] += 1
+    names = sorted(name for name, count in defined.items() if count == 1)
+    random.Random(seed).shuffle(names)
+    out: list[dict[str, Any]] = []
+    for name in names:
+        if len(out) >= limit:
+            break
+        users = [u for u in tests if name in u.get_content() and uses_name(u.get_content(), name)]
+        if not 1 <= len(users) <= 10:
+            continue  # untested, or used by every test: no answer to rank
+        gold = [{"file_path": u.metadata["file_path"], "start_line": int(u.metadata["start_line"]),
+                 "end_line": int(u.metadata["end_line"])} for u in users]
+        out.append({"id": f"history-{repo}:tested:{name}", "corpus": "history", "query": f"where is {name} tested",
+                    "gold": gold, "kind": "identifier", "split": split, "repo": repo, "commit": sha})
     return out
 
 
@@ -269,6 +313,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     w = sub.add_parser("hand", help="dump the legs of the eval's tune-split questions (train_ranker.HAND_WRITTEN)")
     w.add_argument("--data", type=Path, required=True)
     w.add_argument("--out", default=None)
+    t = sub.add_parser("tested", help="write \"where is X tested\" queries of the indexed held-out snapshots")
+    t.add_argument("--out", default=None)
+    t.add_argument("--to", type=Path, required=True, help="the dataset file to write")
     h = sub.add_parser("heldout", help="write the held-out repositories' queries as one dataset file")
     h.add_argument("--data", type=Path, required=True)
     h.add_argument("--out", default=None)
@@ -287,6 +334,21 @@ def main(argv: Iterable[str] | None = None) -> int:
                 continue
             make_snapshot(gitdir, HISTORY_REPOS[repo][0], snapshot_folder(root, repo))
             print(f"[{n}/{len(repos)}] {repo}", file=sys.stderr)
+        return 0
+    if a.cmd == "tested":
+        records = []
+        for repo in repos:
+            folder = snapshot_folder(root, repo)
+            if HISTORY_REPOS[repo][2] != HELDOUT or not (folder / INDEX_DIR_NAME).is_dir():
+                continue
+            found = tested_queries(folder, repo, HISTORY_REPOS[repo][0], HELDOUT)
+            print(f"{repo}: {len(found)} queries", file=sys.stderr)
+            records += found
+        if not records:
+            print(f"error: no indexed held-out snapshot in {root}; make them with `snapshots` and `index`.",
+                  file=sys.stderr)
+            return 2
+        _write_jsonl(a.to, records)
         return 0
     if a.cmd == "index":
         for n, repo in enumerate(repos, 1):

@@ -1,0 +1,57 @@
+"""`where is X tested` queries mined from an indexed snapshot (eval/ranker_data.py `tested_queries`): a name
+defined once in the source and used by a test is asked, its gold the test chunks that use it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import write_files
+from coderag.base.config import Settings
+
+FILES = {
+    "src/shop/cart.py": '''\
+        def compute_discount(total, code):
+            """The discount a promotion code gives on a cart's total."""
+            return total * 0.1 if code == "SAVE10" else 0.0
+
+
+        def format_receipt_line(name, price):
+            return f"{name:<20}{price:>8.2f}"
+        ''',
+    "tests/test_cart.py": '''\
+        from src.shop.cart import compute_discount
+
+
+        def test_save10_takes_a_tenth_off():
+            assert compute_discount(50.0, "SAVE10") == 5.0
+
+
+        def test_unknown_codes_give_nothing():
+            assert compute_discount(50.0, "NOPE") == 0.0
+        ''',
+}
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from coderag import index_repository
+
+    root = write_files(tmp_path_factory.mktemp("tested") / "shop", FILES)
+    index_repository(root, settings=Settings())
+    return root
+
+
+def test_tested_queries_ask_where_a_name_is_tested_and_point_at_its_tests(shop: Path) -> None:
+    from coderag.eval.ranker_data import tested_queries
+
+    found = tested_queries(shop, "acme/shop", "0" * 40, "heldout")
+    assert [q["query"] for q in found] == ["where is compute_discount tested"]  # format_receipt_line: untested
+    q = found[0]
+    assert q["kind"] == "identifier" and q["split"] == "heldout" and q["repo"] == "acme/shop"
+    assert {g["file_path"] for g in q["gold"]} == {"tests/test_cart.py"}
+    lines = (shop / "tests/test_cart.py").read_text(encoding="utf-8").splitlines()
+    covered = {n for g in q["gold"] for n in range(g["start_line"], g["end_line"] + 1)}
+    assert {i + 1 for i, line in enumerate(lines) if "compute_discount(" in line} <= covered
+    assert tested_queries(shop, "acme/shop", "0" * 40, "heldout") == found  # seeded: the same every run
