@@ -14,7 +14,8 @@ Four steps, each a subcommand, each resumable (a finished repository is skipped)
    TEST queries: a source mined in a pass of its own, so the main file is not made again); ``heldout``
    joins those of the held-out repositories in ``<data>/heldout.jsonl``, a dataset ``coderag eval
    --dataset`` reads; ``hand`` dumps the legs of the eval's tune-split questions, which train-ranker
-   scores as a check it never trains on (indexed by ``coderag eval`` first).
+   scores as a check it never trains on (indexed by ``coderag eval`` first); ``tested`` writes "where is X
+   tested" queries of the indexed held-out snapshots, an eval set (``tested_queries``).
 4. ``dump``: each query's candidates from each leg, at DUMP_DEPTH, with the nodes they name, in
    ``<data>/dump/<owner>+<name>[.<source>].json.gz``, one per queries file. Features are computed from a
    dump (eval/train_ranker.py) by the same function the search runs (pipelines/features.py), so they can
