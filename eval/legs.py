@@ -136,8 +136,9 @@ def report(scored: list[tuple[dict[str, Any], list[Result]]], retrieval) -> str:
     """Markdown rows per group (all, split, kind and split): the fused ranking's metrics and the legs' reach."""
     groups: dict[str, list] = defaultdict(list)
     for rec, ranking in scored:
+        scores = (score_ranking(ranking, gold_spans(rec)), union_reach(rec, retrieval))  # once, for each group
         for g in ("all", f"split {rec['split']}", f"{rec['kind']}, {rec['split']}"):
-            groups[g].append((score_ranking(ranking, gold_spans(rec)), union_reach(rec, retrieval)))
+            groups[g].append(scores)
     keys = ("recall@1", "recall@5", "mrr@10", "line_hit@1", "line_hit@5")
     lines = ["| group | n | " + " | ".join(keys) + " | gold file reached | gold chunk reached |",
              "| --- | ---: |" + " ---: |" * (len(keys) + 2)]

@@ -1,4 +1,4 @@
-"""`where is X tested` queries mined from an indexed snapshot (eval/ranker_data.py `tested_queries`): a name
+"""`where is X tested` queries mined from an indexed snapshot (eval/index_queries.py `where_tested_queries`): a name
 defined once in the source and used by a test is asked, its gold the test chunks that use it."""
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_tested_queries_ask_where_a_name_is_tested_and_point_at_its_tests(shop: Path) -> None:
-    from coderag.eval.ranker_data import tested_queries
+def test_where_tested_queries_ask_where_a_name_is_tested_and_point_at_its_tests(shop: Path) -> None:
+    from coderag.eval.index_queries import where_tested_queries
 
-    found = tested_queries(shop, "acme/shop", "0" * 40, "heldout")
+    found = where_tested_queries(shop, "acme/shop", "0" * 40, "heldout")
     assert [q["query"] for q in found] == ["where is compute_discount tested"]  # format_receipt_line: untested
     q = found[0]
     assert q["kind"] == "identifier" and q["split"] == "heldout" and q["repo"] == "acme/shop"
@@ -54,4 +54,4 @@ def test_tested_queries_ask_where_a_name_is_tested_and_point_at_its_tests(shop: 
     lines = (shop / "tests/test_cart.py").read_text(encoding="utf-8").splitlines()
     covered = {n for g in q["gold"] for n in range(g["start_line"], g["end_line"] + 1)}
     assert {i + 1 for i, line in enumerate(lines) if "compute_discount(" in line} <= covered
-    assert tested_queries(shop, "acme/shop", "0" * 40, "heldout") == found  # seeded: the same every run
+    assert where_tested_queries(shop, "acme/shop", "0" * 40, "heldout") == found  # seeded: the same every run
