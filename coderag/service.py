@@ -296,14 +296,14 @@ class IndexService(OwnerChanges):
 
     def _apply_changes(self, rels: list[str], rescan: bool = False) -> None:
         """The watcher's batch: re-index those paths, or the whole tree (a folder or an ignore rule changed)."""
-        from coderag.nodes.ignore import IGNORE_FILE_NAMES
+        from coderag.nodes.ignore import RULE_FILE_NAMES
 
         if self.settings_file.relative_to_root() in rels:
             self.check_settings()
         idx = self.index
         if idx is None:
             return
-        rules_changed = any(Path(r).name in IGNORE_FILE_NAMES for r in rels)
+        rules_changed = any(Path(r).name in RULE_FILE_NAMES for r in rels)
         with self._ingest:
             if idx is not self.index:
                 return

@@ -11,6 +11,9 @@ import pathspec
 
 from coderag.base.paths import INDEX_DIR_NAME
 from coderag.nodes.file_classes import DATA, SECRET, data_name, secret_name
+from coderag.nodes.file_roles import SOURCE, file_role
+from coderag.nodes.git_attributes import ATTRIBUTES_NAME, ThirdPartyMarks
+from coderag.nodes.languages import detect_language
 
 if TYPE_CHECKING:  # scan.py imports this module
     from coderag.nodes.scan import SkipLog
@@ -19,6 +22,7 @@ log = logging.getLogger(__name__)
 
 CODERAG_IGNORE_NAME = ".coderagignore"
 IGNORE_FILE_NAMES = (".gitignore", CODERAG_IGNORE_NAME)
+RULE_FILE_NAMES = IGNORE_FILE_NAMES + (ATTRIBUTES_NAME,)  # a change to one may change what the index holds
 
 # Lowest precedence: a user's .gitignore or .coderagignore can re-include any of these with "!pattern".
 # Lock files, CSVs, SVGs, snapshots ... are file_classes.data_name, below these, and counted as "data".
@@ -165,7 +169,10 @@ class IgnoreMatcher:
     name says it is a secret (file_classes.secret_name): a hard rule no `!pattern` overrides. Files
     whose name says they are data (file_classes.data_name) are ignored unless a `.coderagignore`
     re-includes them with `!pattern`: a `.gitignore` negation only says the data belongs in git
-    (pvlib's `!pvlib/data/*.csv` made 38,000 chunks of CSV rows out of 39,000).
+    (pvlib's `!pvlib/data/*.csv` made 38,000 chunks of CSV rows out of 39,000). Source files that a
+    `.gitattributes` marks `linguist-vendored` or `linguist-generated` (nodes/git_attributes.py) are ignored
+    the same way: the owners said the code is not theirs. A test, doc or example so marked stays (some
+    projects mark their tests vendored only to keep them out of GitHub's language statistics).
 
     The walk never opens an ignored file, so the matcher is where secrets and data files are seen:
     with `skips`, each file ignored for one of those two reasons is noted there ("secret", "data").
@@ -185,6 +192,7 @@ class IgnoreMatcher:
         self._root_extra = root_lines
         self._specs: dict[str, pathspec.GitIgnoreSpec | None] = {}
         self._coderag_specs: dict[str, pathspec.GitIgnoreSpec | None] = {}
+        self._marks = ThirdPartyMarks(self.root)
 
     def _spec_for(self, dir_rel: str) -> pathspec.GitIgnoreSpec | None:
         if dir_rel not in self._specs:
@@ -220,14 +228,14 @@ class IgnoreMatcher:
             return False
         if parts[0] == INDEX_DIR_NAME:
             return True
-        data_hit = None
+        low_hit = None  # (reason, detail) of a rule below every ignore file: any of them overrides it
         if not is_dir:
             why = secret_name(rel_path)
             if why is not None:  # before every ignore file: no negation reaches it
                 self._note(rel_path, SECRET, why)
                 return True
-            data_hit = data_name(rel_path)  # the lowest level of all: any ignore file overrides it
-        ignored, matched = data_hit is not None, False
+            low_hit = self._low_hit(rel_path)
+        ignored, matched = low_hit is not None, False
         for depth in range(len(parts)):
             dir_rel = "/".join(parts[:depth])
             spec = self._spec_for(dir_rel)
@@ -237,14 +245,25 @@ class IgnoreMatcher:
             result = spec.check_file(sub)
             if result.include is not None:
                 ignored, matched = result.include, True
-        if data_hit is not None and matched:
+        if low_hit is not None and matched:
             if not ignored and not self._coderagignore_includes(parts):
-                ignored = True  # re-included by a .gitignore `!pattern` only: still data to us
+                ignored = True  # re-included by a .gitignore `!pattern` only: in git, and still not source to us
             else:
-                data_hit = None  # the user's rule decided: ignored by it, or re-included by a .coderagignore
-        if data_hit is not None:  # ignored as data
-            self._note(rel_path, DATA, f"matches {data_hit}")
+                low_hit = None  # the user's rule decided: ignored by it, or re-included by a .coderagignore
+        if low_hit is not None:  # ignored as data, or as vendored or generated code
+            self._note(rel_path, *low_hit)
         return ignored
+
+    def _low_hit(self, rel_path: str) -> tuple[str, str] | None:
+        """Why the file is ignored below every ignore file: its name says it is data, or it is source code
+        that a `.gitattributes` marks vendored or generated. None when neither."""
+        data_hit = data_name(rel_path)
+        if data_hit is not None:
+            return DATA, f"matches {data_hit}"
+        if file_role(rel_path, detect_language(rel_path)) != SOURCE:
+            return None
+        mark = self._marks.mark(rel_path)
+        return (mark, f"marked linguist-{mark} in {ATTRIBUTES_NAME}") if mark else None
 
     def _note(self, rel_path: str, reason: str, detail: str) -> None:
         if self.skips is not None:

@@ -302,6 +302,13 @@ def test_service_watcher_applies_ignore_rule_changes(owner, tiny_repo: Path) -> 
     assert "src/billing/invoice.py" not in [h["file_path"] for h in hits]
 
 
+def test_service_watcher_applies_a_vendored_mark(owner, tiny_repo: Path) -> None:
+    """A .gitattributes that marks code vendored is an ignore rule too: the watcher rescans the tree for it."""
+    svc, _ = owner
+    (tiny_repo / ".gitattributes").write_text("src/billing/** linguist-vendored\n")
+    _wait_until(lambda: svc.index.state.file("src/billing/invoice.py") is None, 30, "vendored file")
+
+
 # -- first build ----------------------------------------------------------------------------------------
 
 class GatedModel:
