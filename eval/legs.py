@@ -23,7 +23,7 @@ import argparse
 import json
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ def dump(queries: Sequence, root_for: Any, depth: int = DEFAULT_DEPTH) -> Iterab
                 yield {**q.to_json(), "legs": ranked, "nodes": nodes}
 
 
-def _fusion(settings):
+def offline_fusion(settings):
     """The index's fusion, as RetrieverGraph builds it, over legs that are never queried."""
     from coderag.pipelines.retriever_graph import fusion_of
     from coderag.pipelines.retrievers import DenseRetriever, SparseRetriever
@@ -83,23 +83,37 @@ def _fusion(settings):
                                 NAMED: SparseRetriever(None, named_files=True)})
 
 
-def searched_legs(rec: dict[str, Any], retrieval) -> tuple[dict, Any]:
+def dumped_nodes(nodes: dict[str, dict[str, Any]]) -> Callable[[str], Any]:
+    """A node id -> the TextNode the search would hold, made once: a training dump's queries share nodes."""
+    from llama_index.core.schema import TextNode
+
+    made: dict[str, TextNode] = {}
+
+    def node(nid: str) -> TextNode:
+        if nid not in made:
+            meta = {k: v for k, v in nodes[nid].items() if k != "text" and v is not None}
+            made[nid] = TextNode(id_=nid, text=nodes[nid]["text"], metadata=meta)
+        return made[nid]
+
+    return node
+
+
+def searched_legs(rec: dict[str, Any], retrieval, node: Callable[[str], Any] | None = None) -> tuple[dict, Any]:
     """(leg -> its candidates as the search keeps them, the request's reading) for one dumped record, under
-    the settings `retrieval`: the legs a search runs, cut by pipelines/retriever_graph.py `legs_as_searched`."""
-    from llama_index.core.schema import NodeWithScore, TextNode
+    the settings `retrieval`: the legs a search runs, cut by pipelines/retriever_graph.py `legs_as_searched`.
+    `node` makes a candidate's node from its id (`dumped_nodes`); by default, from the record's own nodes."""
+    from llama_index.core.schema import NodeWithScore
 
     from coderag.pipelines.retriever_graph import legs_as_searched, report_reading
     from coderag.pipelines.search_request import BM25, DENSE
 
+    node = node or dumped_nodes(rec["nodes"])
     reading = report_reading(rec["query"], retrieval)
     found = {}
     for leg, ranked in rec["legs"].items():
         if leg != DENSE and leg != BM25 and reading is None:
             continue  # the named-files leg runs for a long report only
-        found[leg] = [NodeWithScore(node=TextNode(id_=nid, text=rec["nodes"][nid]["text"],
-                                                  metadata={k: v for k, v in rec["nodes"][nid].items()
-                                                            if k != "text" and v is not None}), score=score)
-                      for nid, score in ranked]
+        found[leg] = [NodeWithScore(node=node(nid), score=score) for nid, score in ranked]
     return legs_as_searched(found, retrieval, reading, rec["query"]), reading
 
 
@@ -107,7 +121,7 @@ def replay(records: Iterable[dict[str, Any]], settings) -> list[tuple[dict[str, 
     """Each record with the fused ranking (top 10) that `settings` give over its dumped legs."""
     from coderag.pipelines.search_request import SearchRequest
 
-    fusion, r = _fusion(settings), settings.retrieval
+    fusion, r = offline_fusion(settings), settings.retrieval
     out = []
     for rec in records:
         results, reading = searched_legs(rec, r)

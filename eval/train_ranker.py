@@ -78,38 +78,25 @@ def _label(meta: dict[str, Any], gold: Sequence[dict[str, Any]]) -> int:
 def query_rows(dump: dict[str, Any], settings) -> Iterable[QueryRows]:
     """Every query of a dump as the search would see it: legs cut to the settings' depths, read as the search
     reads it, its features computed by pipelines/features.py; with the rules' ranking of the same legs."""
-    from llama_index.core.schema import NodeWithScore, TextNode
-
-    from coderag.eval.legs import _fusion
+    from coderag.eval.legs import dumped_nodes, offline_fusion, searched_legs
     from coderag.eval.runner import apply_overrides
     from coderag.pipelines.features import candidate_features
-    from coderag.pipelines.retriever_graph import legs_as_searched, report_reading
-    from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
+    from coderag.pipelines.search_request import SearchRequest
 
     r = settings.retrieval
-    fusion = _fusion(apply_overrides(settings, {"ranker": "rules"}))
+    fusion = offline_fusion(apply_overrides(settings, {"ranker": "rules"}))
     nodes = dump["nodes"]
-    made: dict[str, TextNode] = {}
-
-    def node(nid: str) -> TextNode:
-        if nid not in made:
-            meta = {k: v for k, v in nodes[nid].items() if k != "text" and v is not None}
-            made[nid] = TextNode(id_=nid, text=nodes[nid]["text"], metadata=meta)
-        return made[nid]
+    node = dumped_nodes(nodes)
 
     def place(nid: str) -> Result:
         m = nodes[nid]
         return Result.block(m["file_path"], int(m["start_line"]), int(m["end_line"]))
 
     for rec in dump["queries"]:
-        reading = report_reading(rec["query"], r)
-        results = legs_as_searched({leg: [NodeWithScore(node=node(nid), score=score) for nid, score in ranked]
-                                    for leg, ranked in rec["legs"].items() if leg in (DENSE, BM25) or reading is not None},
-                                   r, reading, rec["query"])
+        results, reading = searched_legs(rec, r, node)
         req = SearchRequest(rec["query"], legs=tuple(results), reading=reading)
         ids, rows = candidate_features(results, req)
-        rules = [place(n.node.node_id) for n in fusion.fuse(results, SearchRequest(rec["query"], legs=tuple(results),
-                                                                                    reading=reading))[:10]]
+        rules = [place(n.node.node_id) for n in fusion.fuse(results, req)[:10]]
         legs = {leg: [place(n.node.node_id) for n in found[:10]] for leg, found in results.items()}
         yield QueryRows(rec, ids, rows, [_label(nodes[i], rec["gold"]) for i in ids], [place(i) for i in ids],
                         rules, legs)
