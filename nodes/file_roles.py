@@ -14,7 +14,10 @@ FIXTURE_DIRS = frozenset({"fixtures", "fixture", "__fixtures__", "__testfixtures
 _TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing"}) | FIXTURE_DIRS
 _TEST_FILE = re.compile(r"(^test_.*|.*_test\.\w+|.*\.(test|spec)\.\w+|conftest\.py)$")
 _DOC_DIRS = frozenset({"doc", "docs", "documentation"})
-_EXAMPLE_DIRS = frozenset({"example", "examples", "samples", "demo", "demos", "benchmarks", "bench"})
+# Code that uses the project rather than is it: examples, demos, benchmarks, and the project's own scripts
+# (release, profiling and code-generation tools), which name the whole API and so match every question.
+_EXAMPLE_DIRS = frozenset({"example", "examples", "samples", "demo", "demos", "benchmarks", "bench", "script",
+                           "scripts"})
 
 
 def file_role(path: str, language: str = "") -> str:
@@ -22,8 +25,8 @@ def file_role(path: str, language: str = "") -> str:
 
     >>> file_role("src/app/auth.py"), file_role("tests/test_auth.py"), file_role("docs/index.md", "markdown")
     ('source', 'tests', 'docs')
-    >>> file_role("examples/basic.py"), file_role("README.md", "markdown")
-    ('examples', 'docs')
+    >>> file_role("examples/basic.py"), file_role("README.md", "markdown"), file_role("script/bump_changelog.py")
+    ('examples', 'docs', 'examples')
     >>> file_role("src/v5/__testfixtures__/default.input.tsx"), file_role("pkg/testdata/config.go")
     ('tests', 'tests')
     """

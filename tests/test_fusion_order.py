@@ -191,6 +191,27 @@ def test_fusion_a_question_for_tests_puts_tests_first() -> None:
         "tests/test_termui.py:70"
 
 
+# A release script that names the whole API, which both legs rank first, and the source both rank second.
+SCRIPT = _chunk("script/bump_changelog.py", 1, text="from pkg.brain import numpy_version\nprint(numpy_version())\n",
+                symbol="main", kind="function")
+BRAIN = _chunk("pkg/brain/numpy_utils.py", 30, text="def numpy_version():\n    return _installed('numpy')\n",
+               symbol="numpy_version", kind="function")
+SCRIPT_LEGS = {DENSE: _leg(SCRIPT, BRAIN, *FILLER), BM25: _leg(SCRIPT, BRAIN, *FILLER)}
+
+
+@pytest.mark.parametrize("ranker", ["learned", "blend"])
+def test_fusion_the_projects_own_scripts_weigh_as_examples(ranker: str) -> None:
+    """script/ and scripts/ hold the project's tooling, which uses its API: the learned ranker weighs them as
+    examples (nodes/file_roles.py), so the code with the behaviour comes first. The rules weigh examples as
+    source, and so scripts too."""
+    settings = Settings()
+    settings.retrieval.ranker = ranker
+    fusion = fusion_of(settings, {DENSE: DenseRetriever(None), BM25: SparseRetriever(None),
+                                  NAMED: SparseRetriever(None, named_files=True)})
+    order = _order(fusion.fuse(SCRIPT_LEGS, SearchRequest("fix crash if numpy does not report its version")))
+    assert order.index("pkg/brain/numpy_utils.py:30") < order.index("script/bump_changelog.py:1")
+
+
 # A chunk whose message template printed the pasted error, which BM25 ranks third, and one both legs rank first.
 RAISER = _chunk("src/types.py", 400, text='        self.fail(f"{value!r} is not a valid integer range.", param, ctx)\n',
                 symbol="IntRange.convert", kind="method")
