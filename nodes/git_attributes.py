@@ -19,7 +19,7 @@ Stdlib and pathspec only: the walk of a no-change run imports this.
 from __future__ import annotations
 
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import pathspec
 
@@ -105,13 +105,17 @@ class ThirdPartyMarks:
     def mark(self, rel_path: str) -> str | None:
         """VENDORED or GENERATED when the file at `rel_path` (POSIX, relative to the root) is marked so, else
         None. Vendored wins when a file is marked both."""
-        parts = PurePosixPath(rel_path).parts
+        parts = rel_path.split("/")  # POSIX and relative already: pathlib's parsing costs the walk more
         state: dict[str, bool] = {}
+        folder = ""
         for depth in range(len(parts)):  # the root's file first: a deeper one overrides it
-            sub = "/".join(parts[depth:])
-            for regex, tail, marks in self._rules_for("/".join(parts[:depth])):
-                if _applies(regex, tail, sub):
-                    state.update(marks)
+            rules = self._rules_for(folder)
+            if rules:  # most folders have none: the walk asks this of every file
+                sub = "/".join(parts[depth:])
+                for regex, tail, marks in rules:
+                    if _applies(regex, tail, sub):
+                        state.update(marks)
+            folder = f"{folder}/{parts[depth]}" if folder else parts[depth]
         for regex, tail, marks in self._info:
             if _applies(regex, tail, rel_path):
                 state.update(marks)

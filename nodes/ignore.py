@@ -260,10 +260,10 @@ class IgnoreMatcher:
         data_hit = data_name(rel_path)
         if data_hit is not None:
             return DATA, f"matches {data_hit}"
-        if file_role(rel_path, detect_language(rel_path)) != SOURCE:
-            return None
         mark = self._marks.mark(rel_path)
-        return (mark, f"marked linguist-{mark} in {ATTRIBUTES_NAME}") if mark else None
+        if mark is None or file_role(rel_path, detect_language(rel_path)) != SOURCE:
+            return None
+        return mark, f"marked linguist-{mark} in {ATTRIBUTES_NAME}"
 
     def _note(self, rel_path: str, reason: str, detail: str) -> None:
         if self.skips is not None:
