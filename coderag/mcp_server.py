@@ -78,7 +78,7 @@ def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] 
     """The MCPServer with its three tools, bound to the index of `root`. `wait`: seconds its first
     connection waits for another process that holds the index (default coderag.base.lock.DEFAULT_WAIT_S).
     `tune_gc`: the process is `coderag mcp` itself, so an owner it becomes tunes the process's GC
-    (coderag/service.py tune_gc_for_serving); an in-process server leaves its host's collector alone.
+    (coderag/owner_build.py tune_gc_for_serving); an in-process server leaves its host's collector alone.
     `config_path`: the `--config` file `settings` came from, which an owner reads again when it changes.
 
     Examples:

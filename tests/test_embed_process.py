@@ -134,7 +134,7 @@ def test_owner_entry_point_tunes_the_collector() -> None:
     collections run far less often. (Put back here: the test process is not an owner.)"""
     import gc
 
-    from coderag.service import GC_YOUNG_THRESHOLD, tune_gc_for_serving
+    from coderag.owner_build import GC_YOUNG_THRESHOLD, tune_gc_for_serving
 
     before = gc.get_threshold()
     try:
