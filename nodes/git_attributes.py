@@ -19,9 +19,12 @@ Stdlib and pathspec only: the walk of a no-change run imports this.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import pathspec
+
+from coderag.nodes.rule_files import read_lines
 
 ATTRIBUTES_NAME = ".gitattributes"
 VENDORED, GENERATED = "vendored", "generated"
@@ -32,15 +35,15 @@ _TRUE, _FALSE = frozenset({"true", "1"}), frozenset({"false", "0"})
 Rule = tuple[re.Pattern, bool, dict[str, bool]]
 
 
-def parse_attributes(text: str) -> list[Rule]:
+def parse_attributes(lines: Iterable[str]) -> list[Rule]:
     """The rules of one attributes file that set or clear a Linguist mark, in file order.
 
     >>> [(tail, marks) for _, tail, marks in parse_attributes(
-    ...     "include/** linguist-vendored\\n*.sql linguist-language=SQL\\ntest/** -linguist-vendored\\n")]
+    ...     ["include/** linguist-vendored", "*.sql linguist-language=SQL", "test/** -linguist-vendored"])]
     [(True, {'vendored': True}), (True, {'vendored': False})]
     """
     rules: list[Rule] = []
-    for line in text.splitlines():
+    for line in lines:
         fields = line.split()
         if len(fields) < 2 or fields[0].startswith(("#", "!")):
             continue  # a comment, a pattern alone, or a negative pattern (git rejects those)
@@ -68,21 +71,6 @@ def _applies(regex: re.Pattern, globstar_tail: bool, path: str) -> bool:
     return m is not None and (m.end() == len(path) or globstar_tail)
 
 
-def _read(path: Path) -> list[Rule]:
-    # Deferred: safe_path imports the ignore rules, which import this module. A FIFO or a link named
-    # .gitattributes is not read, as a .gitignore is not.
-    from coderag.nodes.safe_path import open_regular
-
-    fh, _, _ = open_regular(path)
-    if fh is None:
-        return []
-    try:
-        with fh:
-            return parse_attributes(fh.read().decode("utf-8", errors="replace"))
-    except OSError:
-        return []
-
-
 class ThirdPartyMarks:
     """Which files under `root` its attributes files mark vendored or generated.
 
@@ -95,11 +83,12 @@ class ThirdPartyMarks:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self._rules: dict[str, list[Rule]] = {}
-        self._info = _read(self.root / ".git" / "info" / "attributes")
+        self._info = parse_attributes(read_lines(self.root / ".git" / "info" / "attributes"))
 
     def _rules_for(self, dir_rel: str) -> list[Rule]:
         if dir_rel not in self._rules:
-            self._rules[dir_rel] = _read((self.root / dir_rel if dir_rel else self.root) / ATTRIBUTES_NAME)
+            folder = self.root / dir_rel if dir_rel else self.root
+            self._rules[dir_rel] = parse_attributes(read_lines(folder / ATTRIBUTES_NAME))
         return self._rules[dir_rel]
 
     def mark(self, rel_path: str) -> str | None:

@@ -14,6 +14,7 @@ from coderag.nodes.file_classes import DATA, SECRET, data_name, secret_name
 from coderag.nodes.file_roles import SOURCE, file_role
 from coderag.nodes.git_attributes import ATTRIBUTES_NAME, ThirdPartyMarks
 from coderag.nodes.languages import detect_language
+from coderag.nodes.rule_files import read_lines
 
 if TYPE_CHECKING:  # scan.py imports this module
     from coderag.nodes.scan import SkipLog
@@ -145,21 +146,6 @@ def _compile(lines: list[str], source: str) -> pathspec.GitIgnoreSpec | None:
         return pathspec.GitIgnoreSpec.from_lines(good) if good else None
 
 
-def _read_lines(path: Path) -> list[str]:
-    # Deferred: safe_path imports this module. A FIFO named .gitignore must not block the walk, and a
-    # .gitignore that is a link is not followed (as git does not since 2.32).
-    from coderag.nodes.safe_path import open_regular
-
-    fh, _, _ = open_regular(path)
-    if fh is None:
-        return []
-    try:
-        with fh:
-            return fh.read().decode("utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-
-
 class IgnoreMatcher:
     """Decides whether a path under `root` is ignored.
 
@@ -188,7 +174,7 @@ class IgnoreMatcher:
         self.root = Path(root)
         self.skips = skips
         root_lines = list(BUILTIN_PATTERNS) + list(extra_patterns or [])
-        root_lines += _read_lines(self.root / ".git" / "info" / "exclude")
+        root_lines += read_lines(self.root / ".git" / "info" / "exclude")
         self._root_extra = root_lines
         self._specs: dict[str, pathspec.GitIgnoreSpec | None] = {}
         self._coderag_specs: dict[str, pathspec.GitIgnoreSpec | None] = {}
@@ -199,14 +185,14 @@ class IgnoreMatcher:
             d = self.root / dir_rel if dir_rel else self.root
             lines = list(self._root_extra) if not dir_rel else []
             for name in IGNORE_FILE_NAMES:
-                lines += _read_lines(d / name)
+                lines += read_lines(d / name)
             self._specs[dir_rel] = _compile(lines, str(d))
         return self._specs[dir_rel]
 
     def _coderag_spec_for(self, dir_rel: str) -> pathspec.GitIgnoreSpec | None:
         if dir_rel not in self._coderag_specs:
             d = self.root / dir_rel if dir_rel else self.root
-            self._coderag_specs[dir_rel] = _compile(_read_lines(d / CODERAG_IGNORE_NAME), str(d))
+            self._coderag_specs[dir_rel] = _compile(read_lines(d / CODERAG_IGNORE_NAME), str(d))
         return self._coderag_specs[dir_rel]
 
     def _coderagignore_includes(self, parts: tuple[str, ...]) -> bool:

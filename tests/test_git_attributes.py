@@ -83,28 +83,34 @@ def test_git_attributes_only_a_coderagignore_brings_marked_code_back(tmp_path: P
     assert m.is_ignored("deps/a.c") and not m.is_ignored("deps/b.c")
 
 
+def _search_yyjson(repo: Path) -> tuple[str | None, list]:
+    """(the manifest status of yyjson.c, the BM25 answers to its names)."""
+    from coderag import CodeIndex
+    from coderag.base.config import Settings
+
+    with CodeIndex.open(repo, settings=Settings(), create=False) as idx:
+        rec = idx.state.file("include/yyjson/yyjson.c")
+        res = idx.search("yyjson_read_number parse_number_digits", retriever="bm25", max_tokens=2000)
+        return (rec.status if rec else None), [(r.file_path, r.start_line) for r in res]
+
+
 def test_git_attributes_an_index_follows_a_changed_mark(repo: Path) -> None:
     """Marked code is never searched; clearing the mark brings it in on the next run, and marking it again
     removes it: the ignore rules decide at each walk, so an index of before this rule loses it on update."""
-    from coderag import CodeIndex, index_repository
+    from coderag import index_repository
     from coderag.base.config import Settings
 
     first = index_repository(repo, settings=Settings())
     assert first.skipped.get(VENDORED) == 2 and first.skipped.get(GENERATED) == 1, first.skipped
-    with CodeIndex.open(repo, settings=Settings(), create=False) as idx:
-        assert idx.state.file("include/yyjson/yyjson.c") is None
-        res = idx.search("yyjson_read_number parse_number_digits", retriever="bm25", max_tokens=2000)
-        assert "include/yyjson/yyjson.c" not in {r.file_path for r in res}
+    status, found = _search_yyjson(repo)
+    assert status is None and "include/yyjson/yyjson.c" not in {path for path, _ in found}
     attrs = repo / ".gitattributes"
     marked = attrs.read_text(encoding="utf-8")
     attrs.write_text(marked.replace("include/yyjson/* linguist-vendored\n", ""), encoding="utf-8")
     assert index_repository(repo, settings=Settings()).indexed == 2  # the file, and .gitattributes itself
-    with CodeIndex.open(repo, settings=Settings(), create=False) as idx:
-        assert idx.state.file("include/yyjson/yyjson.c").status == "indexed"
-        res = idx.search("yyjson_read_number parse_number_digits", retriever="bm25", max_tokens=2000)
-        assert res[0].file_path == "include/yyjson/yyjson.c" and res[0].start_line == 1
+    status, found = _search_yyjson(repo)
+    assert status == "indexed" and found[0] == ("include/yyjson/yyjson.c", 1)
     attrs.write_text(marked, encoding="utf-8")
     assert index_repository(repo, settings=Settings()).removed == 1
-    with CodeIndex.open(repo, settings=Settings(), create=False) as idx:
-        res = idx.search("yyjson_read_number parse_number_digits", retriever="bm25", max_tokens=2000)
-        assert "include/yyjson/yyjson.c" not in {r.file_path for r in res}
+    status, found = _search_yyjson(repo)
+    assert status is None and "include/yyjson/yyjson.c" not in {path for path, _ in found}
