@@ -59,26 +59,15 @@ def test_git_attributes_marked_source_is_skipped_and_counted(repo: Path) -> None
     assert ("include/yyjson/yyjson.c", VENDORED, "marked linguist-vendored in .gitattributes") in skips.items
 
 
-def test_git_attributes_info_attributes_override_and_false_clears(tmp_path: Path) -> None:
-    root = write_files(tmp_path / "repo", {
-        ".gitattributes": "third_party/** linguist-vendored\n",
-        "third_party/a.c": "int a;\n",
-        "third_party/b.c": "int b;\n",
-        ".git/info/attributes": "third_party/b.c linguist-vendored=false\n",
-    })
-    m = IgnoreMatcher(root)
-    assert m.is_ignored("third_party/a.c") and not m.is_ignored("third_party/b.c")
-
-
-def test_git_attributes_only_a_coderagignore_brings_marked_code_back(tmp_path: Path) -> None:
-    """As for data: a .gitignore `!pattern` says the file is in git, which a vendored file always is."""
-    root = write_files(tmp_path / "repo", {
-        ".gitattributes": "deps/** linguist-vendored\n",
-        ".gitignore": "!deps/a.c\n",
-        ".coderagignore": "!deps/b.c\n",
-        "deps/a.c": "int a;\n",
-        "deps/b.c": "int b;\n",
-    })
+@pytest.mark.parametrize("rules", [
+    # .git/info/attributes overrides the tree's, and `=false` clears a mark
+    {".gitattributes": "deps/** linguist-vendored\n", ".git/info/attributes": "deps/b.c linguist-vendored=false\n"},
+    # as for data: a .gitignore `!pattern` says the file is in git, which a vendored file always is; a
+    # .coderagignore `!pattern` brings it back
+    {".gitattributes": "deps/** linguist-vendored\n", ".gitignore": "!deps/a.c\n", ".coderagignore": "!deps/b.c\n"},
+])
+def test_git_attributes_what_brings_marked_code_back(tmp_path: Path, rules: dict[str, str]) -> None:
+    root = write_files(tmp_path / "repo", {**rules, "deps/a.c": "int a;\n", "deps/b.c": "int b;\n"})
     m = IgnoreMatcher(root)
     assert m.is_ignored("deps/a.c") and not m.is_ignored("deps/b.c")
 
