@@ -18,6 +18,7 @@ Stdlib and pathspec only: the walk of a no-change run imports this.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,6 +26,8 @@ from pathlib import Path
 import pathspec
 
 from coderag.nodes.rule_files import read_lines
+
+log = logging.getLogger(__name__)
 
 ATTRIBUTES_NAME = ".gitattributes"
 VENDORED, GENERATED = "vendored", "generated"
@@ -35,8 +38,9 @@ _TRUE, _FALSE = frozenset({"true", "1"}), frozenset({"false", "0"})
 Rule = tuple[re.Pattern, bool, dict[str, bool]]
 
 
-def parse_attributes(lines: Iterable[str]) -> list[Rule]:
-    """The rules of one attributes file that set or clear a Linguist mark, in file order.
+def parse_attributes(lines: Iterable[str], source: str = ATTRIBUTES_NAME) -> list[Rule]:
+    """The rules of one attributes file (`source`, named in warnings) that set or clear a Linguist mark, in file
+    order; a malformed pattern is skipped with a warning, as git skips it.
 
     >>> [(tail, marks) for _, tail, marks in parse_attributes(
     ...     ["include/** linguist-vendored", "*.sql linguist-language=SQL", "test/** -linguist-vendored"])]
@@ -58,7 +62,11 @@ def parse_attributes(lines: Iterable[str]) -> list[Rule]:
                 marks[_ATTRIBUTES[name]] = True
         if not marks:
             continue
-        regex = pathspec.lookup_pattern("gitignore")(fields[0]).regex
+        try:
+            regex = pathspec.lookup_pattern("gitignore")(fields[0]).regex
+        except Exception as exc:  # re.error and pathspec's own errors: git skips such a line too
+            log.warning("ignoring malformed pattern %r in %s: %s", fields[0], source, exc)
+            continue
         if regex is not None:
             rules.append((regex, fields[0].endswith("**"), marks))
     return rules
@@ -83,12 +91,13 @@ class ThirdPartyMarks:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self._rules: dict[str, list[Rule]] = {}
-        self._info = parse_attributes(read_lines(self.root / ".git" / "info" / "attributes"))
+        info = self.root / ".git" / "info" / "attributes"
+        self._info = parse_attributes(read_lines(info), str(info))
 
     def _rules_for(self, dir_rel: str) -> list[Rule]:
         if dir_rel not in self._rules:
             folder = self.root / dir_rel if dir_rel else self.root
-            self._rules[dir_rel] = parse_attributes(read_lines(folder / ATTRIBUTES_NAME))
+            self._rules[dir_rel] = parse_attributes(read_lines(folder / ATTRIBUTES_NAME), str(folder / ATTRIBUTES_NAME))
         return self._rules[dir_rel]
 
     def mark(self, rel_path: str) -> str | None:

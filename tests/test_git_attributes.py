@@ -103,3 +103,15 @@ def test_git_attributes_an_index_follows_a_changed_mark(repo: Path) -> None:
     assert index_repository(repo, settings=Settings()).removed == 1
     status, found = _search_yyjson(repo)
     assert status is None and "include/yyjson/yyjson.c" not in {path for path, _ in found}
+
+
+def test_git_attributes_a_malformed_pattern_is_skipped_with_a_warning(tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    root = write_files(tmp_path / "repo", {
+        ".gitattributes": "[z-a] linguist-vendored\n\\ linguist-generated\ndeps/** linguist-vendored\n",
+        "deps/a.c": "int a;\n",
+        "src/b.c": "int b;\n",
+    })
+    kept, skips = _walked(root)
+    assert "src/b.c" in kept and "deps/a.c" not in kept and skips.counts == {VENDORED: 1}
+    assert any("[z-a]" in r.getMessage() for r in caplog.records)
