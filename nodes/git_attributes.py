@@ -96,8 +96,8 @@ class ThirdPartyMarks:
 
     def _rules_for(self, dir_rel: str) -> list[Rule]:
         if dir_rel not in self._rules:
-            folder = self.root / dir_rel if dir_rel else self.root
-            self._rules[dir_rel] = parse_attributes(read_lines(folder / ATTRIBUTES_NAME), str(folder / ATTRIBUTES_NAME))
+            path = (self.root / dir_rel if dir_rel else self.root) / ATTRIBUTES_NAME
+            self._rules[dir_rel] = parse_attributes(read_lines(path), str(path))
         return self._rules[dir_rel]
 
     def mark(self, rel_path: str) -> str | None:

@@ -160,8 +160,9 @@ class IgnoreMatcher:
     the same way: the owners said the code is not theirs. A test, doc or example so marked stays (some
     projects mark their tests vendored only to keep them out of GitHub's language statistics).
 
-    The walk never opens an ignored file, so the matcher is where secrets and data files are seen:
-    with `skips`, each file ignored for one of those two reasons is noted there ("secret", "data").
+    The walk never opens an ignored file, so the matcher is where secrets, data files and marked code are
+    seen: with `skips`, each file ignored for one of those reasons is noted there ("secret", "data",
+    "vendored", "generated").
 
     Examples:
         >>> m = IgnoreMatcher("/repo")                      # doctest: +SKIP
@@ -233,7 +234,7 @@ class IgnoreMatcher:
                 ignored, matched = result.include, True
         if low_hit is not None and matched:
             if not ignored and not self._coderagignore_includes(parts):
-                ignored = True  # re-included by a .gitignore `!pattern` only: in git, and still not source to us
+                ignored = True  # re-included by a .gitignore `!pattern` only: in git, still data or others' code to us
             else:
                 low_hit = None  # the user's rule decided: ignored by it, or re-included by a .coderagignore
         if low_hit is not None:  # ignored as data, or as vendored or generated code
