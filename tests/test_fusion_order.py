@@ -14,9 +14,10 @@ from coderag.pipelines.retrievers import DenseRetriever, SparseRetriever
 from coderag.pipelines.search_request import BM25, DENSE, NAMED, SearchRequest
 
 
-def _fusion(agreement: bool = True, unnamed: float | None = None, declaration: float | None = None):
+def _fusion(agreement: bool = True, unnamed: float | None = None, declaration: float | None = None,
+            ranker: str = "rules"):
     settings = Settings()
-    settings.retrieval.ranker = "rules"  # these are the rules' behaviours, kept as a variant to compare against
+    settings.retrieval.ranker = ranker  # mostly the rules' behaviours, kept as a variant to compare against
     settings.retrieval.leg_agreement = agreement
     if unnamed is not None:
         settings.retrieval.unnamed_window_weight = unnamed
@@ -204,11 +205,7 @@ def test_fusion_the_projects_own_scripts_weigh_as_examples(ranker: str) -> None:
     """script/ and scripts/ hold the project's tooling, which uses its API: the learned ranker weighs them as
     examples (nodes/file_roles.py), so the code with the behaviour comes first. The rules weigh examples as
     source, and so scripts too."""
-    settings = Settings()
-    settings.retrieval.ranker = ranker
-    fusion = fusion_of(settings, {DENSE: DenseRetriever(None), BM25: SparseRetriever(None),
-                                  NAMED: SparseRetriever(None, named_files=True)})
-    order = _order(fusion.fuse(SCRIPT_LEGS, SearchRequest("fix crash if numpy does not report its version")))
+    order = _order(_fusion(ranker=ranker).fuse(SCRIPT_LEGS, SearchRequest("fix crash if numpy does not report its version")))
     assert order.index("pkg/brain/numpy_utils.py:30") < order.index("script/bump_changelog.py:1")
 
 
