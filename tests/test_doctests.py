@@ -12,8 +12,8 @@ import pytest
 
 # The import packages: `coderag` and the top-level folders it maps in (pyproject.toml's package-dir), each
 # listed through its own __path__, which is where an editable install finds them.
-PACKAGES = ("coderag", "coderag.store", "coderag.nodes", "coderag.pipelines", "coderag.postprocessors",
-            "coderag.eval")
+PACKAGES = ("coderag", "coderag.base", "coderag.queries", "coderag.store", "coderag.nodes", "coderag.pipelines",
+            "coderag.postprocessors", "coderag.eval")
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
