@@ -7,13 +7,16 @@ from __future__ import annotations
 import doctest
 import importlib
 import pkgutil
+import tomllib
+from pathlib import Path
 
 import pytest
 
-# The import packages: `coderag` and the top-level folders it maps in (pyproject.toml's package-dir), each
-# listed through its own __path__, which is where an editable install finds them.
-PACKAGES = ("coderag", "coderag.base", "coderag.queries", "coderag.store", "coderag.nodes", "coderag.pipelines",
-            "coderag.postprocessors", "coderag.eval")
+# The import packages, as pyproject.toml ships them (`coderag`, its subpackages and the top-level folders it
+# maps in), each listed through its own __path__, which is where an editable install finds them. Read from
+# there, not written again here: a hand-kept copy once missed coderag.base and coderag.queries.
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+PACKAGES = tuple(tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
