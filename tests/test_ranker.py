@@ -15,7 +15,7 @@ from coderag.pipelines.code_index import CodeIndex
 from coderag.pipelines.features import FEATURES
 from coderag.pipelines.index_repository import index_repository
 from coderag.pipelines.ranker import MODEL_PATH, RankerModelError, load_ranker
-from coderag.pipelines.search_request import BM25, DENSE, SearchRequest
+from coderag.pipelines.search_request import BM25, DENSE, QueryKind, SearchRequest
 from tests.conftest import TINY_FILES, write_files
 
 
@@ -99,6 +99,26 @@ def test_ranker_the_blend_leaves_a_one_leg_search_to_the_rules(indexed: Path) ->
     both = (DENSE, BM25)
     learned = [nid for nid, _ in fused(both, ranker="learned")]
     assert [nid for nid, _ in fused(both, ranker="blend", learned_share=1.0)] == learned
+
+
+def test_ranker_the_blend_leaves_a_definition_to_the_rules(indexed: Path) -> None:
+    """One name asked for its definition keeps the rules' order and scores at any learned share; a question
+    at a share of 1 takes the learned order, and so does the name itself under `ranker=learned`."""
+
+    def fused(query: str, **retrieval) -> list:
+        with CodeIndex.open(indexed, settings=Settings(retrieval=retrieval), create=False) as index:
+            fusion = index.engine.graph.fusion
+            req = SearchRequest(query)
+            return [(n.node.node_id, n.score) for n in fusion.fuse(fusion.run_legs(req), req)]
+
+    for query in ("invoice_total", "where is hash_password defined"):
+        assert SearchRequest(query).kind is QueryKind.DEFINITION
+        rules = fused(query, ranker="rules")
+        assert fused(query, ranker="blend", learned_share=1.0) == rules
+        assert [nid for nid, _ in fused(query, ranker="learned")] != [nid for nid, _ in rules]
+    question = "wait a little longer after each failed login attempt"
+    learned = [nid for nid, _ in fused(question, ranker="learned")]
+    assert [nid for nid, _ in fused(question, ranker="blend", learned_share=1.0)] == learned
 
 
 @pytest.mark.parametrize("ranker", ["blend", "learned", "rules"])
