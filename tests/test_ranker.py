@@ -82,43 +82,34 @@ def test_ranker_the_blend_runs_from_the_rules_to_the_learned_order(indexed: Path
         Settings(retrieval={"learned_share": 1.5})
 
 
+def fusion_answer(root: Path, query: str, legs: tuple = (DENSE, BM25), **retrieval) -> list:
+    """(node id, score) of the fusion's answer to `query` over `legs`, under the `retrieval` settings."""
+    with CodeIndex.open(root, settings=Settings(retrieval=retrieval), create=False) as index:
+        fusion = index.engine.graph.fusion
+        req = SearchRequest(query, legs=legs)
+        return [(n.node.node_id, n.score) for n in fusion.fuse(fusion.run_legs(req), req)]
+
+
 def test_ranker_the_blend_leaves_a_one_leg_search_to_the_rules(indexed: Path) -> None:
     """The model learned from candidates of both legs: a search with one leg (while the vectors are built, or
     `retriever: bm25` / `dense`) keeps the rules' order and scores even at a learned share of 1, where with
     both legs the order is the model's."""
     query = "wait a little longer after each failed login attempt"
-
-    def fused(legs: tuple, **retrieval) -> list:
-        with CodeIndex.open(indexed, settings=Settings(retrieval=retrieval), create=False) as index:
-            fusion = index.engine.graph.fusion
-            req = SearchRequest(query, legs=legs)
-            return [(n.node.node_id, n.score) for n in fusion.fuse(fusion.run_legs(req), req)]
-
     for legs in ((BM25,), (DENSE,)):
-        assert fused(legs, ranker="blend", learned_share=1.0) == fused(legs, ranker="rules")
-    both = (DENSE, BM25)
-    learned = [nid for nid, _ in fused(both, ranker="learned")]
-    assert [nid for nid, _ in fused(both, ranker="blend", learned_share=1.0)] == learned
+        one_leg = fusion_answer(indexed, query, legs, ranker="blend", learned_share=1.0)
+        assert one_leg == fusion_answer(indexed, query, legs, ranker="rules")
+    learned = [nid for nid, _ in fusion_answer(indexed, query, ranker="learned")]
+    assert [nid for nid, _ in fusion_answer(indexed, query, ranker="blend", learned_share=1.0)] == learned
 
 
 def test_ranker_the_blend_leaves_a_definition_to_the_rules(indexed: Path) -> None:
-    """One name asked for its definition keeps the rules' order and scores at any learned share; a question
-    at a share of 1 takes the learned order, and so does the name itself under `ranker=learned`."""
-
-    def fused(query: str, **retrieval) -> list:
-        with CodeIndex.open(indexed, settings=Settings(retrieval=retrieval), create=False) as index:
-            fusion = index.engine.graph.fusion
-            req = SearchRequest(query)
-            return [(n.node.node_id, n.score) for n in fusion.fuse(fusion.run_legs(req), req)]
-
+    """One name asked for its definition keeps the rules' order and scores at any learned share, where
+    `ranker=learned` orders it otherwise (a question at a share of 1 takes the learned order: the test above)."""
     for query in ("invoice_total", "where is hash_password defined"):
         assert SearchRequest(query).kind is QueryKind.DEFINITION
-        rules = fused(query, ranker="rules")
-        assert fused(query, ranker="blend", learned_share=1.0) == rules
-        assert [nid for nid, _ in fused(query, ranker="learned")] != [nid for nid, _ in rules]
-    question = "wait a little longer after each failed login attempt"
-    learned = [nid for nid, _ in fused(question, ranker="learned")]
-    assert [nid for nid, _ in fused(question, ranker="blend", learned_share=1.0)] == learned
+        rules = fusion_answer(indexed, query, ranker="rules")
+        assert fusion_answer(indexed, query, ranker="blend", learned_share=1.0) == rules
+        assert [nid for nid, _ in fusion_answer(indexed, query, ranker="learned")] != [nid for nid, _ in rules]
 
 
 @pytest.mark.parametrize("ranker", ["blend", "learned", "rules"])
