@@ -1,5 +1,6 @@
-"""`where is X tested` queries mined from an indexed snapshot (eval/index_queries.py `where_tested_queries`): a name
-defined once in the source and used by a test is asked, its gold the test chunks that use it."""
+"""Queries mined from an indexed snapshot (eval/index_queries.py): "where is X tested" (`where_tested_queries`), a
+name defined once in the source and used by a test, its gold the test chunks that use it; and docstring sentences
+(`docstring_queries`), a test's never among them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,13 @@ FILES = {
     "src/shop/cart.py": '''\
         def compute_discount(total, code):
             """The discount a promotion code gives on a cart's total."""
-            return total * 0.1 if code == "SAVE10" else 0.0
+            rates = {"SAVE10": 0.1, "SAVE20": 0.2, "HALFOFF": 0.5}
+            if code not in rates:
+                return 0.0
+            discount = total * rates[code]
+            if discount > 100.0:
+                discount = 100.0
+            return round(discount, 2)
 
 
         def format_receipt_line(name, price):
@@ -25,6 +32,7 @@ FILES = {
 
 
         def test_save10_takes_a_tenth_off():
+            """A tenth comes off every cart that uses the promotion code."""
             assert compute_discount(50.0, "SAVE10") == 5.0
 
 
@@ -55,3 +63,15 @@ def test_where_tested_queries_ask_where_a_name_is_tested_and_point_at_its_tests(
     covered = {n for g in q["gold"] for n in range(g["start_line"], g["end_line"] + 1)}
     assert {i + 1 for i, line in enumerate(lines) if "compute_discount(" in line} <= covered
     assert where_tested_queries(shop, "acme/shop", "0" * 40, "heldout") == found  # seeded: the same every run
+
+
+def test_docstring_queries_ask_for_source_definitions_never_for_a_test(shop: Path) -> None:
+    # A test's docstring states a behaviour; asked in its words, the answer is the code that has it, not the test.
+    from coderag.eval.history_repos import HISTORY_REPOS
+    from coderag.eval.index_queries import docstring_queries
+
+    repo = next(iter(HISTORY_REPOS))
+    found = docstring_queries(shop, repo, "train")
+    assert [q["query"] for q in found] == ["The discount a promotion code gives on a cart's total."]
+    assert found[0]["gold"] == [{"file_path": "src/shop/cart.py", "start_line": 1, "end_line": 9}]
+    assert found[0]["kind"] == "docstring" and found[0]["split"] == "train"
