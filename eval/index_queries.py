@@ -70,9 +70,9 @@ def docstring_queries(root: Path, repo: str, split: str, limit: int = DOCSTRING_
     A test's docstring states the behaviour it checks, and asked in those words the answer is the code that
     has the behaviour, not the test (pipelines/features.py `quote_counts`; the test descriptions of
     eval/history.py are such queries, their gold the code). Kept with the test as gold, they taught the ranker
-    the opposite: 15% of the docstring queries were a test's, and without them the tune split's test
-    descriptions go from R@1 0.25 to 0.47 (eval/RESULTS.md, "a test's docstring is not its answer"). They are
-    dropped after the spread, so the other queries are those mined before."""
+    the opposite (eval/RESULTS.md, "a test's docstring is not its answer"). They are dropped after the spread,
+    so which others are chosen does not depend on the tests' docstrings: queries mined without this rule and
+    filtered are the queries mined with it."""
     from coderag.pipelines.code_index import CodeIndex
 
     found: dict[str, list[dict[str, Any]]] = defaultdict(list)
