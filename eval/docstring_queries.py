@@ -17,15 +17,13 @@ Usage::
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 from coderag.eval import generated
 from coderag.eval.generated import parsed_files, spread_unique
+from coderag.eval.index_queries import DOC_MIN_WORDS, first_sentence
 from coderag.eval.metrics import Span
 
-MIN_WORDS = 6
-_SENTENCE = re.compile(r"(.+?[.!?])(\s|$)")
 
 
 def docstring_queries(root: Path, limit: int) -> list[tuple[str, Span]]:
@@ -38,10 +36,8 @@ def docstring_queries(root: Path, limit: int) -> list[tuple[str, Span]]:
             doc = ast.get_docstring(node)
             if not doc:
                 continue
-            first = " ".join(doc.split("\n\n")[0].split())
-            m = _SENTENCE.match(first)
-            sentence = m.group(1) if m else first
-            if len(sentence.split()) >= MIN_WORDS:
+            sentence = first_sentence(doc)
+            if len(sentence.split()) >= DOC_MIN_WORDS:
                 start = min([d.lineno for d in node.decorator_list] + [node.lineno])
                 found.append((sentence, Span(rel, start, node.end_lineno or node.lineno)))
     return spread_unique(found, limit, key=str.lower)  # a sentence of two docstrings has two answers

@@ -55,12 +55,22 @@ def doc_sentence(text: str, language: str) -> str:
                 break
             lines.append(_DOC_MARKER.sub("", line).strip().rstrip("*/").strip())
         doc = "\n".join(lines)
-    first = " ".join(doc.strip().split("\n\n")[0].split())
-    if not first or _NOT_PROSE.match(first):
+    sentence = first_sentence(doc)
+    if not sentence or _NOT_PROSE.match(sentence):
         return ""
-    m = _SENTENCE.match(first)
-    sentence = m.group(1) if m else first
     return sentence if len(sentence.split()) >= DOC_MIN_WORDS and "<" not in sentence[:1] else ""
+
+
+def first_sentence(doc: str) -> str:
+    """The first sentence of a docstring's first paragraph, its spaces collapsed; the paragraph when no
+    sentence ends in it.
+
+    >>> first_sentence("Return the parsed   header.  Or None.\\n\\nMore."), first_sentence("Parse a header")
+    ('Return the parsed header.', 'Parse a header')
+    """
+    first = " ".join(doc.strip().split("\n\n")[0].split())
+    m = _SENTENCE.match(first)
+    return m.group(1) if m else first
 
 
 def docstring_queries(root: Path, repo: str, split: str, limit: int = DOCSTRING_LIMIT) -> list[dict[str, Any]]:
