@@ -25,7 +25,6 @@ from coderag.eval.index_queries import DOC_MIN_WORDS, first_sentence
 from coderag.eval.metrics import Span
 
 
-
 def docstring_queries(root: Path, limit: int) -> list[tuple[str, Span]]:
     """(first sentence, the definition's span) for up to `limit` definitions, spread evenly over the tree."""
     found: list[tuple[str, Span]] = []
