@@ -4,7 +4,8 @@ Not a test: it prints numbers. The labelled datasets hold 40 docstring queries, 
 every variant, so they cannot show what a change does to this kind. This makes as many as wanted from a
 repository no dataset uses: each query is the first sentence of a function's or class's docstring (six
 words or more, found in no other docstring of the tree), its gold the definition's lines, decorators
-included. It is the "docstring sentences" kind of issue 15's outside benchmark: an agent pasting a line it
+included. Tests are left out: a test's docstring states the behaviour it checks, and asked in its words
+the answer is the code that has it, not the test (as for the ranker's training queries, index_queries.py). It is the "docstring sentences" kind of issue 15's outside benchmark: an agent pasting a line it
 read. Scored through `CodeIndex.search` at the default budget: `full`, and each leg alone (`bm25`,
 `dense`: no auto-merge, no merging), with the settings as they are and with the `--set` overrides.
 
@@ -28,7 +29,7 @@ from coderag.eval.metrics import Span
 def docstring_queries(root: Path, limit: int) -> list[tuple[str, Span]]:
     """(first sentence, the definition's span) for up to `limit` definitions, spread evenly over the tree."""
     found: list[tuple[str, Span]] = []
-    for rel, tree in parsed_files(root):
+    for rel, tree in parsed_files(root, skip_tests=True):
         for node in ast.walk(tree):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue

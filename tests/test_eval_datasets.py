@@ -313,7 +313,7 @@ def test_gold_ranges_exist_in_pinned_corpora(name):
     assert errors == []
 
 
-def test_docstring_queries_take_unique_first_sentences_with_their_definitions(tmp_path) -> None:
+def test_docstring_queries_take_unique_first_sentences_of_source_definitions_never_a_test(tmp_path) -> None:
     from coderag.eval.docstring_queries import docstring_queries
     from coderag.eval.metrics import Span
 
@@ -323,6 +323,7 @@ def test_docstring_queries_take_unique_first_sentences_with_their_definitions(tm
                     'def twin():\n    """Shared sentence of two functions here."""\n',
         "pkg/b.py": 'class Ledger:\n    """Keep every payment of the shop in order.\n\n    Details.\n    """\n\n'
                     '    def twin(self):\n        """Shared sentence of two functions here."""\n',
+        "tests/test_a.py": 'def test_pay():\n    """Paying an invoice twice charges the customer once."""\n',
     })
     assert docstring_queries(root, 10) == [("Pay the invoice of one customer today.", Span("pkg/a.py", 1, 4)),
                                            ("Keep every payment of the shop in order.", Span("pkg/b.py", 1, 8))]
