@@ -5,9 +5,10 @@ every variant, so they cannot show what a change does to this kind. This makes a
 repository no dataset uses: each query is the first sentence of a function's or class's docstring (six
 words or more, found in no other docstring of the tree), its gold the definition's lines, decorators
 included. Tests are left out: a test's docstring states the behaviour it checks, and asked in its words
-the answer is the code that has it, not the test (as for the ranker's training queries, index_queries.py). It is the "docstring sentences" kind of issue 15's outside benchmark: an agent pasting a line it
-read. Scored through `CodeIndex.search` at the default budget: `full`, and each leg alone (`bm25`,
-`dense`: no auto-merge, no merging), with the settings as they are and with the `--set` overrides.
+the answer is the code that has it, not the test (as for the ranker's training queries, index_queries.py).
+It is the "docstring sentences" kind of issue 15's outside benchmark: an agent pasting a line it read.
+Scored through `CodeIndex.search` at the default budget: `full`, and each leg alone (`bm25`, `dense`: no
+auto-merge, no merging), with the settings as they are and with the `--set` overrides.
 
 Usage::
 
