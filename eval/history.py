@@ -139,6 +139,8 @@ def snapshot_time(gitdir: Path, commit: str) -> int:
 _HEADER = "\x1e"
 _FIELD = "\x1f"
 _END = "\x1d"
+_LOG = ("-M", "-p", "-U1", "--no-color", "--no-ext-diff",
+        f"--format={_HEADER}%H{_FIELD}%an <%ae>{_FIELD}%ct{_FIELD}%B{_END}")  # one record per commit, its diff
 
 
 def commits(gitdir: Path, until: str, years: float) -> Iterator[Commit]:
@@ -146,8 +148,7 @@ def commits(gitdir: Path, until: str, years: float) -> Iterator[Commit]:
     at one line of context, newest first. One `git log` stream per repository."""
     end = snapshot_time(gitdir, until)
     since = end - int(years * 365.25 * 86400)
-    proc = _git(gitdir, "log", "--no-merges", f"--since={since}", "-M", "-p", "-U1", "--no-color",
-                "--no-ext-diff", f"--format={_HEADER}%H{_FIELD}%an <%ae>{_FIELD}%ct{_FIELD}%B{_END}", until)
+    proc = _git(gitdir, "log", "--no-merges", f"--since={since}", *_LOG, until)
     assert proc.stdout is not None
     record: list[str] = []
     for raw in proc.stdout:
@@ -159,6 +160,13 @@ def commits(gitdir: Path, until: str, years: float) -> Iterator[Commit]:
     if record:
         yield _parse(record)
     proc.wait()
+
+
+def commit_of(gitdir: Path, sha: str) -> Commit:
+    """One commit with its diff against its first parent, as `commits` gives it."""
+    out = subprocess.run(["git", "--git-dir", str(gitdir), "log", "-1", "--diff-merges=first-parent", *_LOG, sha],
+                         capture_output=True, check=True).stdout.decode("utf-8", "replace")
+    return _parse(out.splitlines(keepends=True))
 
 
 def _parse(lines: list[str]) -> Commit:

@@ -15,7 +15,9 @@ Four steps, each a subcommand, each resumable (a finished repository is skipped)
    joins those of the held-out repositories in ``<data>/heldout.jsonl``, a dataset ``coderag eval
    --dataset`` reads; ``hand`` dumps the legs of the eval's tune-split questions, which train-ranker
    scores as a check it never trains on (indexed by ``coderag eval`` first); ``tested`` writes "where is X
-   tested" queries of the indexed held-out snapshots, an eval set (``where_tested_queries``).
+   tested" queries of the indexed held-out snapshots, an eval set (``where_tested_queries``); ``reports``
+   writes ``<owner>+<name>.reports.jsonl``, the training repositories' bug reports gathered in
+   eval/ranker_reports.jsonl, each with the lines its fix added (eval/report_queries.py).
 4. ``dump``: each query's candidates from each leg, at DUMP_DEPTH, with the nodes they name, in
    ``<data>/dump/<owner>+<name>[.<source>].json.gz``, one per queries file. Features are computed from a
    dump (eval/train_ranker.py) by the same function the search runs (pipelines/features.py), so they can
@@ -26,6 +28,7 @@ Usage::
     python -m coderag.eval.ranker_data snapshots --mirror /work/.mirror --out $CODERAG_HISTORY_DIR
     python -m coderag.eval.ranker_data index
     python -m coderag.eval.ranker_data queries --data /work/rank --mirror /work/.mirror
+    python -m coderag.eval.ranker_data reports --data /work/rank --mirror /work/.mirror
     python -m coderag.eval.ranker_data dump --data /work/rank
 """
 
@@ -42,7 +45,7 @@ from typing import Any, Iterable, Iterator
 
 from coderag.base.paths import INDEX_DIR_NAME
 from coderag.eval.history import DEFAULT_YEARS, TEST, make_snapshot, mine
-from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS
+from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS, TRAIN
 from coderag.eval.index_queries import docstring_queries, name_queries, where_tested_queries
 from coderag.eval.legs import DUMPED_METADATA, dump_settings
 from coderag.eval.snapshots import SNAPSHOTS, snapshot_name
@@ -55,6 +58,7 @@ def snapshot_folder(root: Path, repo: str) -> Path:
 
 
 TESTS_SOURCE = "tests"  # <repo>.tests.jsonl: the descriptions of the tests commits added (eval/history.py)
+REPORTS_SOURCE = "reports"  # <repo>.reports.jsonl: bug reports with the lines their fixes added (report_queries.py)
 
 
 def queries_file(data: Path, repo: str, source: str = "") -> Path:
@@ -121,6 +125,35 @@ def load_dump(path: Path) -> dict[str, Any]:
         return json.load(f)
 
 
+def write_report_queries(data: Path, mirror: Path, root: Path, repos: list[str]) -> int:
+    """`<repo>.reports.jsonl` for each training repository with gathered reports and an indexed snapshot. None
+    of a project whose reports the eval tunes on or holds out (eval/bug_reports.py) is written."""
+    from coderag.eval.datasets import load_dataset
+    from coderag.eval.report_queries import load_reports, report_queries
+
+    reports = list(load_reports())
+    evaluated = {q.repo for q in load_dataset("bug-reports")}
+    (data / "queries").mkdir(exist_ok=True)
+    total = 0
+    for n, repo in enumerate(repos, 1):
+        sha, _, split = HISTORY_REPOS[repo]
+        theirs = [r for r in reports if r["repo"] == repo]
+        if not theirs or split != TRAIN or repo in evaluated:
+            continue
+        folder = snapshot_folder(root, repo)
+        gitdir = mirror / repo.replace("/", "+") / "repo"
+        if not (folder / INDEX_DIR_NAME).is_dir() or not gitdir.is_dir():
+            print(f"[{n}/{len(repos)}] {repo}: no indexed snapshot or git dir; skipped", file=sys.stderr)
+            continue
+        found, why = report_queries(theirs, repo, gitdir, folder, sha, split)
+        _write_jsonl(queries_file(data, repo, REPORTS_SOURCE), found)
+        total += len(found)
+        print(f"[{n}/{len(repos)}] {repo}: {len(found)} of {len(theirs)} reports; "
+              f"rejected {dict(sorted(why.counts.items()))}", file=sys.stderr, flush=True)
+    print(f"{total} report queries", file=sys.stderr)
+    return 0
+
+
 def history_root(arg: str | None) -> Path:
     return Path(arg) if arg else SNAPSHOTS["history"].folder()
 
@@ -144,6 +177,10 @@ def main(argv: Iterable[str] | None = None) -> int:
     t = sub.add_parser("tested", help="write \"where is X tested\" queries of the indexed held-out snapshots")
     t.add_argument("--out", default=None)
     t.add_argument("--to", type=Path, required=True, help="the dataset file to write")
+    r = sub.add_parser("reports", help="the training repositories' bug reports (eval/ranker_reports.jsonl) as queries")
+    r.add_argument("--mirror", type=Path, required=True)
+    r.add_argument("--out", default=None)
+    r.add_argument("--data", type=Path, required=True)
     h = sub.add_parser("heldout", help="write the held-out repositories' queries as one dataset file")
     h.add_argument("--data", type=Path, required=True)
     h.add_argument("--out", default=None)
@@ -211,6 +248,8 @@ def main(argv: Iterable[str] | None = None) -> int:
                 print(f"[{n}/{len(repos)}] {repo}: {len(found)} test descriptions; "
                       f"rejected {dict(sorted(why.counts.items()))}", file=sys.stderr, flush=True)
         return 0
+    if a.cmd == "reports":
+        return write_report_queries(a.data, a.mirror, root, repos)
     if a.cmd == "hand":
         from coderag.eval.corpora import fetch
         from coderag.eval.datasets import load_dataset

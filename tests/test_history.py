@@ -127,3 +127,36 @@ def test_history_snapshot_leaves_out_files_the_mirror_lacks(tmp_path: Path) -> N
     assert (snapshot / "src/app.py").read_text() == APP_V1
     assert not (snapshot / "media/logo.sketch").exists()
     assert (snapshot / ".commit").read_text().strip() == head
+
+
+def test_report_queries_pair_a_bug_report_with_the_lines_its_fix_added(tmp_path: Path) -> None:
+    from coderag.eval.report_queries import ISSUE, report_queries
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _commit(repo, {"src/app.py": APP_V1}, "Add the first version of the login flow")
+    fix = _commit(repo, {"src/app.py": APP_V2, "tests/test_app.py": "def test_login(): pass\n"},
+                  "Retry the login a few times before giving up (fixes #7)")
+    _git(repo, "checkout", "-q", "-b", "side")
+    unmerged = _commit(repo, {"src/app.py": APP_V2 + "\n# side\n"}, "Note the side branch in the login module")
+    _git(repo, "checkout", "-q", "main")
+    head = _git(repo, "rev-parse", "HEAD").strip()
+    snapshot = make_snapshot(repo / ".git", head, tmp_path / "snap")
+    reports = [{"repo": "acme/app", "issue": 7, "fix_commit": fix, "title": "Login fails on a flaky store",
+                "body": "Traceback (most recent call last):\n  File \"src/app.py\", line 2, in login\n"
+                        "KeyError: 'user'"},
+               {"repo": "acme/app", "issue": 8, "fix_commit": unmerged, "title": "Side", "body": "not merged"},
+               {"repo": "acme/other", "issue": 9, "fix_commit": fix, "title": "Another project", "body": "x"}]
+
+    found, why = report_queries(reports, "acme/app", repo / ".git", snapshot, head, "train")
+    commit_queries, _ = mine("acme/app", repo / ".git", snapshot, head, "train")
+
+    assert [q["id"] for q in found] == ["history-acme/app#7"]
+    q = found[0]
+    assert q["query"].startswith("Login fails on a flaky store\nTraceback (most recent call last):")
+    assert q["kind"] == ISSUE and q["split"] == "train" and q["commit"] == head
+    # The same gold as the fix's own message would have: the lines it added that the snapshot holds.
+    assert q["gold"] == next(c["gold"] for c in commit_queries if c["id"].endswith(fix[:12]))
+    assert {g["file_path"] for g in q["gold"]} == {"src/app.py"}
+    assert why.counts == {"fix not in the snapshot": 1}
