@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from coderag.eval.datasets import DATASETS_DIR, Gold, Query, load_dataset
-from coderag.eval.history import is_source, make_snapshot
+from coderag.eval.history import ISSUE, is_source, make_snapshot
 from coderag.eval.snapshots import SNAPSHOTS, snapshot_name
 from coderag.eval.swebench import fit_range, write
 
@@ -75,15 +75,24 @@ def gold_of(gitdir: Path, before: str, fix: str) -> list[Gold]:
     return gold
 
 
+def report_text(rec: dict[str, Any]) -> str:
+    """A report as a query: its title, then its first post.
+
+    >>> report_text({"title": " Crash on empty input ", "body": "Traceback ...\\n"})
+    'Crash on empty input\\nTraceback ...'
+    """
+    return f"{rec['title'].strip()}\n{rec['body'].strip()}".strip()
+
+
 def to_query(rec: dict[str, Any], gitdir: Path) -> Query:
     gold = gold_of(gitdir, rec["before_commit"], rec["fix_commit"])
     files = len({g.file_path for g in gold})
     if not 1 <= files <= 3:
         raise ValueError(f"{rec['url']}: the fix changes {files} source files, not 1-3")
-    text = f"{rec['title'].strip()}\n{rec['body'].strip()}".strip()
+    text = report_text(rec)
     qid = f"{CORPUS}-{rec['repo'].replace('/', '+')}-{rec['issue']}"
     split = "heldout" if rec["repo"] in HELDOUT_REPOS else "tune"
-    return Query(qid, CORPUS, text, tuple(gold), "issue", split, rec["repo"], rec["before_commit"])
+    return Query(qid, CORPUS, text, tuple(gold), ISSUE, split, rec["repo"], rec["before_commit"])
 
 
 def build(records: Iterable[dict[str, Any]], mirror: Path, out: Path, fixes: Path) -> list[Query]:

@@ -303,6 +303,7 @@ def behaviour_pairs_of(commit: Commit, snapshot: Path, why: Rejections) -> list[
 
 
 COMMIT, TEST = "commit", "test"  # the kinds of query a history gives: a commit's message, a new test's description
+ISSUE = "issue"  # a bug report with the lines its fix changed (eval/bug_reports.py, eval/report_queries.py)
 
 
 def mine(repo: str, gitdir: Path, snapshot: Path, commit: str, split: str, years: float = DEFAULT_YEARS,

@@ -16,10 +16,6 @@ lines the fix added that the snapshot still holds, as for a commit message.
 
 Reports are only taken from training repositories, and none from the projects whose reports the eval
 tunes on or holds out (eval/bug_reports.py), so that no report of theirs is trained on.
-
-Examples:
-    >>> report_text({"title": " Crash on empty input ", "body": "Traceback ...\\n"})
-    'Crash on empty input\\nTraceback ...'
 """
 
 from __future__ import annotations
@@ -29,15 +25,10 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from coderag.eval.history import Rejections, commit_of, narrow_gold
+from coderag.eval.bug_reports import report_text
+from coderag.eval.history import ISSUE, Rejections, commit_of, narrow_gold
 
 REPORTS = Path(__file__).resolve().parent / "ranker_reports.jsonl"
-ISSUE = "issue"  # the kind of a report's query, as in the eval's bug-report sets
-
-
-def report_text(rec: dict[str, Any]) -> str:
-    """The query of a report: its title, then its first post."""
-    return f"{rec['title'].strip()}\n{rec['body'].strip()}".strip()
 
 
 def load_reports(path: Path = REPORTS) -> Iterator[dict[str, Any]]:

@@ -130,7 +130,8 @@ def test_history_snapshot_leaves_out_files_the_mirror_lacks(tmp_path: Path) -> N
 
 
 def test_report_queries_pair_a_bug_report_with_the_lines_its_fix_added(tmp_path: Path) -> None:
-    from coderag.eval.report_queries import ISSUE, report_queries
+    from coderag.eval.history import ISSUE
+    from coderag.eval.report_queries import report_queries
 
     repo = tmp_path / "repo"
     repo.mkdir()
