@@ -129,9 +129,9 @@ def write_report_queries(data: Path, mirror: Path, root: Path, repos: list[str])
     """`<repo>.reports.jsonl` for each training repository with gathered reports and an indexed snapshot. None
     of a project whose reports the eval tunes on or holds out (eval/bug_reports.py) is written."""
     from coderag.eval.datasets import load_dataset
-    from coderag.eval.report_queries import load_reports, report_queries
+    from coderag.eval.report_queries import REPORTS, report_queries
 
-    reports = list(load_reports())
+    reports = list(_records(REPORTS))
     evaluated = {q.repo for q in load_dataset("bug-reports")}
     (data / "queries").mkdir(exist_ok=True)
     total = 0

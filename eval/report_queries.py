@@ -20,22 +20,14 @@ tunes on or holds out (eval/bug_reports.py), so that no report of theirs is trai
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from coderag.eval.bug_reports import report_text
 from coderag.eval.history import ISSUE, Rejections, commit_of, narrow_gold
 
 REPORTS = Path(__file__).resolve().parent / "ranker_reports.jsonl"
-
-
-def load_reports(path: Path = REPORTS) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield json.loads(line)
 
 
 def _is_ancestor(gitdir: Path, older: str, newer: str) -> bool:
