@@ -87,12 +87,28 @@ def test_train_ranker_cross_validates_reports_and_writes_a_model_the_search_load
     assert result.exit_code == 0, result.output
     assert "## cross-validation by repository (4 repositories)" in result.output
     assert "| rules | all | 32 |" in result.output  # 8 queries of each of the 4 repositories, left out by fold
+    assert "| line_hit@5 | gold_file_found |" in result.output  # how far any order of the candidates could go
     assert "## held-out repositories (1:" in result.output and "| learned | all | 8 |" in result.output
     doc = json.loads(out.read_text(encoding="utf-8"))
     assert doc["features"] == list(FEATURES) and doc["info"]["queries"] == 4 * len(QUERIES)
     ranker = load_ranker(out)
     assert ranker.booster.num_feature() == len(FEATURES)
     assert (dumped / "features").is_dir()  # the features are cached beside the dumps, for the next run
+
+
+def test_train_ranker_says_whether_a_gold_file_is_among_the_candidates_at_all() -> None:
+    from coderag.eval.metrics import Result
+    from coderag.eval.train_ranker import QueryRows, metrics_of
+
+    def query(files: list[str]) -> QueryRows:
+        gold = [{"file_path": "src/parse.py", "start_line": 1, "end_line": 9}]
+        return QueryRows({"kind": "commit", "gold": gold}, [f"n{i}" for i in range(len(files))], [[0.0]] * len(files),
+                         [int(f == "src/parse.py") for f in files], [Result.block(f, 1, 9) for f in files])
+
+    found, missed = query(["src/cli.py", "src/parse.py"]), query(["src/cli.py", "src/io.py"])
+    m = metrics_of([(found, found.places), (missed, missed.places)])["commit"]
+    assert m["gold_file_found"] == 0.5  # the one query whose legs found src/parse.py, ranked second
+    assert m["recall@1"] == 0.0 and m["recall@5"] == 0.5
 
 
 def test_train_ranker_scores_our_own_questions_and_never_trains_on_them(dumped: Path, tmp_path: Path) -> None:
