@@ -18,7 +18,7 @@ deterministic cheap embedder: a unit vector drawn from a seed that is the hash o
 floats, like all-MiniLM-L6-v2). Queries are embedded by the real model, so the "embed" stage is
 real; dense results are meaningless. Dense timings are pessimistic: random vectors are HNSW's
 hardest case (no neighbourhood structure: a dense store query took 2.8 ms on these 102k vectors,
-0.76 ms on the 24k real ones of eval/bench_mcp.py, session-3 probe), and the dense leg's hits share no
+0.76 ms on the 24k real ones of eval/bench_mcp.py in a probe), and the dense leg's hits share no
 chunk with the BM25 leg's, so every search handles 60 distinct candidates; the benchmark prints the
 store's dense query time alone, to show it. Such an index is marked (``.coderag/bench_query.json``)
 and rebuilt when the flag changes; its chunk-hash cache holds fake vectors, so never copy it

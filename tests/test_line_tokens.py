@@ -197,7 +197,7 @@ def test_index_rewrites_points_of_the_older_format_once(tiny_repo: Path, older: 
         want = [(r.file_path, r.start_line, r.end_line, r.text) for r in index.search("login retries")]
         shard = index.vector_store.client
         recs, _ = shard.scroll(ScrollRequest(limit=1000, with_payload=True))
-        for r in recs:  # back to an older format, as a session-2 (or session-3) index stored them
+        for r in recs:  # back to an older format, as an index made before slim (or light) nodes stored them
             if older == "node_content":
                 node = payload_to_node(r.payload)
                 old = node_to_metadata_dict(node, remove_text=False, flat_metadata=False)
