@@ -197,6 +197,9 @@ def export_onnx(model_dir: Path) -> Optional[Path]:
                 return self.m(input_ids=input_ids, attention_mask=attention_mask,
                               token_type_ids=token_type_ids).last_hidden_state
 
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # its "Loading weights" bar would land in the middle of `coderag index`
         model = AutoModel.from_pretrained(str(model_dir)).eval()
         ids = torch.ones((2, 8), dtype=torch.long)
         axes = {k: {0: "batch", 1: "seq"} for k in ("input_ids", "attention_mask", "token_type_ids", "last_hidden_state")}
