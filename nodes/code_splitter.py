@@ -126,18 +126,26 @@ class _FileSplit:
 
     def windows(self, start: int, end: int, kind: str, symbol: str, parent: TextNode | None, overlap: int,
                 declaration: bool = False) -> None:
-        """Line windows of at most max_tokens each, `overlap` lines shared between neighbours."""
+        """Line windows of at most max_tokens each. Neighbours share up to `overlap` lines: as many as fit
+        beside the first line the previous window did not hold. Where lines are long (prose written one
+        paragraph to a line, a table's rows) fewer fit, so every window holds a line its neighbour does not,
+        and none is a copy of part of the one before."""
+        limit = self.sp.max_tokens
         s = start
         while s <= end:
             e, total = s, self.tokens[s - 1]
-            while e < end and total + self.tokens[e] <= self.sp.max_tokens:
+            while e < end and total + self.tokens[e] <= limit:
                 e += 1
                 total += self.tokens[e - 1]
-            extra = {EMBED_TRUNCATED_KEY: True} if total > self.sp.max_tokens else {}
+            extra = {EMBED_TRUNCATED_KEY: True} if total > limit else {}
             self.make(s, e, kind, symbol, parent, declaration, **extra)
             if e >= end:
                 break
-            s = max(e + 1 - overlap, s + 1)
+            first_new, lowest = e + 1, max(e + 1 - overlap, s + 1)
+            s, held = first_new, self.tokens[first_new - 1]
+            while s > lowest and held + self.tokens[s - 2] <= limit:
+                s -= 1
+                held += self.tokens[s - 1]
 
     def trim(self, start: int, end: int) -> tuple[int, int]:
         """The lines start..end without leading and trailing filler (start > end: nothing but filler)."""

@@ -677,6 +677,36 @@ def test_code_splitter_long_function_becomes_overlapping_windows(lang, tmp_path,
         assert k.text == "\n".join(lines[k.metadata["start_line"] - 1:k.metadata["end_line"]])
 
 
+def test_code_splitter_long_lines_share_fewer_lines_and_each_window_adds_one(tmp_path, tokenizer_path,
+                                                                            count_tokens) -> None:
+    # Prose written one paragraph to a line, short and long: a window of a short line and a long one is
+    # followed by a long line that does not fit beside the long one, so a window that began with the two
+    # lines of overlap would hold only a line the window before held.
+    def paragraph(i: int, n: int) -> str:
+        return " ".join(f"w{i}x{j}" for j in range(n))
+
+    paragraphs = [paragraph(i, 3 if i % 3 == 0 else 11) for i in range(15)]
+    write_files(tmp_path, {"notes.txt": "\n".join(paragraphs) + "\n"})
+    limit = 64
+    sp = CodeHierarchySplitter(tokenizer_path=tokenizer_path, max_tokens=limit, overlap_lines=2)
+    per_line = [count_tokens(p) for p in paragraphs]
+    short, long = per_line[0], per_line[1]
+    assert short + long <= limit < 2 * long, per_line
+    nodes = sp.split_document(_document(tmp_path, "notes.txt"))
+    spans = [(n.metadata["start_line"], n.metadata["end_line"]) for n in nodes if n.metadata["is_leaf"]]
+    assert spans[0][0] == 1 and spans[-1][1] == len(paragraphs)
+    for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
+        assert e2 > e1 and s2 > s1, f"window {s2}-{e2} adds no line to {s1}-{e1}"
+        assert s2 <= e1 + 1, f"windows {s1}-{e1} and {s2}-{e2} leave a line out"
+        # As many lines of overlap as fit beside the first new line, up to two.
+        if s2 > max(e1 + 1 - 2, s1 + 1):
+            assert sum(per_line[s2 - 2:e1 + 1]) > limit, f"windows {s1}-{e1} and {s2}-{e2} could share more"
+    lines = _file_lines(tmp_path, "notes.txt")
+    for n in nodes:
+        assert count_tokens(n.text) <= limit
+        assert n.text == "\n".join(lines[n.metadata["start_line"] - 1:n.metadata["end_line"]])
+
+
 def test_code_splitter_overlong_line_is_flagged_embed_truncated(tmp_path, tokenizer_path, count_tokens) -> None:
     write_files(tmp_path, {"blob.py": 'def tiny():\n    return "' + "word " * 120 + '"\n\n\nX = 1\n'})
     sp = CodeHierarchySplitter(tokenizer_path=tokenizer_path, max_tokens=48)
