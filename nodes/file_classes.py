@@ -5,8 +5,9 @@ Two reasons, each a skip reason of its own in the skip report and in `coderag st
 - `secret`: private keys, certificates, keystores, `.env` files, credential files, and any file whose bytes
   hold a private key block or a GCP service-account key. A hard rule: the names are checked before any
   ignore file (IgnoreMatcher), so a user's `!pattern` cannot re-include them, and such a file is never
-  opened; the content check runs on every file read. An API token (GitHub, Slack, Stripe live, Google API,
-  OpenAI/Anthropic-style `sk-`) or an AWS secret access key makes a file a secret too, unless the file is
+  opened; the content check runs on every file read. An API token (GitHub, GitLab, Slack, Stripe live,
+  Google API, OpenAI/Anthropic-style `sk-`, npm, PyPI, Hugging Face, SendGrid, Telegram), a Slack or Discord
+  webhook, or an AWS access key ID or secret access key makes a file a secret too, unless the file is
   source code (CODE_LANGUAGES): there the token is one line of hundreds, so the file is indexed with the
   token's characters masked (`secret_spans`, nodes/file_text.py) rather than lost to search.
 - `data`: CSV/TSV, images as text (SVG, ...), notebooks, lock files, snapshots (`data_name`: below every
@@ -32,8 +33,10 @@ SECRET, DATA = "secret", "data"
 # skipped for a reason in RECHECKED_REASONS are read again (pipelines/changes.py).
 # 1: keys, credentials and data files; 2: API tokens; 3: tokens in source code masked, not the file
 # skipped, and a file with a few bytes that are not UTF-8 decoded with replacement, not skipped; 4: jest's
-# `__mocks__` and jscodeshift's `__testfixtures__` are fixture folders (file_roles.FIXTURE_DIRS).
-RULES_VERSION = "4"
+# `__mocks__` and jscodeshift's `__testfixtures__` are fixture folders (file_roles.FIXTURE_DIRS); 5: AWS
+# access key IDs and secret keys under any `aws_secret` name, GitLab, npm, PyPI, Hugging Face, SendGrid and
+# Telegram tokens, Slack and Discord webhooks.
+RULES_VERSION = "5"
 RECHECKED_REASONS = frozenset({SECRET, "encoding"})
 
 # Files in these languages are code or prose whatever their numbers: the row and base64 sniffs are for the
@@ -146,10 +149,13 @@ KEY_BODY_WINDOW = 300
 _B_DIGIT = re.compile(rb"[0-9]")
 _PUTTY_KEY = re.compile(rb"PuTTY-User-Key-File-\d+:")
 # The value, not the name: code that reads the variable (`os.environ["AWS_SECRET_ACCESS_KEY"]`) is code.
-# Also the `SecretAccessKey` of AWS's JSON answers (`aws sts assume-role`).
-_AWS_SECRET = re.compile(rb"secret_?access_?key[\"']?\s*[=:]\s*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
-                         re.IGNORECASE)
-_AWS_HINTS = (b"ccess_key", b"CCESS_KEY", b"ccessKey", b"ccess_Key")
+# Also the `SecretAccessKey` of AWS's JSON answers (`aws sts assume-role`), and a key under a shorter name of
+# the same (`AWS_SECRET`, `aws_secret_key`, `awsSecret`). The value has no prefix of its own, so it must look
+# random (both cases): a placeholder of forty `x` is not a key.
+_AWS_SECRET = re.compile(rb"(?:secret_?access_?key|aws_?secret\w{0,16})[\"']?\s*[=:]\s*[\"']?([A-Za-z0-9/+]{40})"
+                         rb"(?![A-Za-z0-9/+])", re.IGNORECASE)
+_AWS_HINTS = (b"ccess_key", b"CCESS_KEY", b"ccessKey", b"ccess_Key", b"ws_secret", b"WS_SECRET", b"wsSecret",
+              b"ws_Secret", b"WSSecret")
 _GCP_ACCOUNT = re.compile(rb"\"type\"\s*:\s*\"service_account\"")
 
 # API tokens by their issuers' published shapes. A token must look random (both letter cases in its body;
@@ -176,6 +182,28 @@ _API_TOKENS = (
                 rb"(?![A-Za-z0-9_-])"), "cases"),
     ("API key (sk-)", (b"sk-",),
      re.compile(rb"(?<![A-Za-z0-9_-])sk-([A-Za-z0-9]{40,})(?![A-Za-z0-9_-])"), "cases"),
+    # An AWS access key ID (`AKIA` long-lived, `ASIA` temporary) is half of a credential, and what every secret
+    # scanner flags. Upper case and digits, so "two" kinds of character; AWS's documented example
+    # (`AKIAIOSFODNN7EXAMPLE`, in many a README) is public.
+    ("AWS access key ID", (b"AKIA", b"ASIA"),
+     re.compile(rb"(?<![A-Za-z0-9_])(?:AKIA|ASIA)((?![A-Z0-9]{9}EXAMPLE)[A-Z0-9]{16})" + _TOKEN_END), "two"),
+    ("GitLab token", (b"glpat-",),
+     re.compile(rb"(?<![A-Za-z0-9_-])glpat-([A-Za-z0-9_-]{20,})(?![A-Za-z0-9_-])"), "cases"),
+    ("npm token", (b"npm_",), re.compile(rb"(?<![A-Za-z0-9_])npm_([A-Za-z0-9]{36})" + _TOKEN_END), "cases"),
+    ("PyPI token", (b"pypi-AgE",),
+     re.compile(rb"(?<![A-Za-z0-9_-])pypi-(AgE[A-Za-z0-9_-]{50,})(?![A-Za-z0-9_-])"), "cases"),
+    ("Hugging Face token", (b"hf_",), re.compile(rb"(?<![A-Za-z0-9_])hf_([A-Za-z]{34})" + _TOKEN_END), "cases"),
+    ("SendGrid key", (b"SG.",),
+     re.compile(rb"(?<![A-Za-z0-9_-])SG\.([A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"), "cases"),
+    ("Telegram bot token", (b":AA",),
+     re.compile(rb"(?<![A-Za-z0-9_])[0-9]{8,10}:(AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])"), "cases"),
+    # A webhook's URL is its credential: whoever has it posts to the channel. The secret is its last part;
+    # Slack's documented placeholder (`.../T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX`) has one case only.
+    ("Slack webhook", (b"hooks.slack.com/",),
+     re.compile(rb"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9]{8,12}/[A-Za-z0-9]{8,12}/"
+                rb"([A-Za-z0-9]{24,})" + _TOKEN_END), "cases"),
+    ("Discord webhook", (b"/api/webhooks/",),
+     re.compile(rb"discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/([A-Za-z0-9_-]{60,70})(?![A-Za-z0-9_-])"), "cases"),
 )
 
 DEFAULT_DATA_MAX_BYTES = 64 * 1024
@@ -225,7 +253,8 @@ def _token_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
                     yield m.start(1), m.end(1), kind
     if any(h in data for h in _AWS_HINTS):
         for m in _AWS_SECRET.finditer(data):
-            yield m.start(1), m.end(1), "AWS secret access key"
+            if _looks_random(m.group(1), "cases"):
+                yield m.start(1), m.end(1), "AWS secret access key"
 
 
 def secret_spans(data: bytes) -> list[tuple[int, int, str]]:

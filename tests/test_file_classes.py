@@ -158,6 +158,15 @@ def fake(n: int, seed: int, alphabet: str = _BASE62) -> str:
             return s  # a real token's body has both cases (all but ~1e-8 of them), if its alphabet has
 
 
+def fake_upper(n: int, seed: int) -> str:
+    """Upper-case letters and digits, both (an AWS access key ID's body)."""
+    rnd = random.Random(seed)
+    while True:
+        s = "".join(rnd.choice(_BASE62[:36]) for _ in range(n))
+        if s.upper() != s.lower() and any(c.isdigit() for c in s):
+            return s
+
+
 GH, PAT, SLACK_B, SLACK_P = "gh" + "p_", "github" + "_pat_", "xo" + "xb-", "xo" + "xp-"
 TOKENS = {
     "github classic": GH + fake(36, 1),
@@ -174,6 +183,14 @@ TOKENS = {
     "openai legacy": "sk" + "-" + fake(48, 13),
     "openai project": "sk" + "-proj-" + fake(120, 14, _BASE62 + "-_"),
     "anthropic": "sk" + "-ant-api03-" + fake(93, 15, _BASE62 + "-_"),
+    "aws access key id": "AK" + "IA" + fake_upper(16, 16),
+    "aws temporary key id": "AS" + "IA" + fake_upper(16, 17),
+    "gitlab": "gl" + "pat-" + fake(20, 18, _BASE62 + "-_"),
+    "npm": "np" + "m_" + fake(36, 19),
+    "pypi": "py" + "pi-AgEIcHlwaS5vcmc" + fake(70, 40, _BASE62 + "-_"),
+    "hugging face": "h" + "f_" + fake(34, 41, _BASE62[10:]),
+    "sendgrid": "S" + "G." + fake(22, 42, _BASE62 + "-_") + "." + fake(43, 43, _BASE62 + "-_"),
+    "telegram bot": "7123456789:" + "AA" + fake(33, 44, _BASE62 + "-_"),
 }
 
 
@@ -223,7 +240,40 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     "desk-" + fake(48, 26) + "\n",
     # a git revision and a content hash in a lock-ish file
     "revision = 'a94a8fe5ccb19ba61c4c0873d391e987982fbbd3'\nsha256 = '" + "ab" * 32 + "'\n",
+    # AWS's documented example key ID, a placeholder, and a word that starts like a temporary key ID
+    "aws_access_key_id = AK" + "IAIOSFODNN7EXAMPLE\n",
+    "AWS_ACCESS_KEY_ID=AK" + "IA" + "X" * 16 + "\n",
+    "regions = ['AS" + "IAPACIFICSOUTHEAST', 'EUROPE']\n",
+    "aws_secret = '" + "x" * 40 + "'\n",
+    # names that start like tokens: npm's config variables, a Hugging Face Hub call
+    "npm_config_registry=https://registry.npmjs.org/\n",
+    "path = h" + "f_hub_download(repo_id='org/model', filename='config.json')\n",
+    # Slack's documented placeholder webhook
+    "url: https://hooks.slack.com/services/T00000000/B00000000/" + "X" * 24 + "\n",
 ])
 def test_file_classes_api_token_look_alikes_stay_indexed(text: str) -> None:
     assert content_class("ops/settings.txt", text.encode()) is None, text
     assert secret_spans(text.encode()) == [], text
+
+
+SLACK_HOOK_SECRET, DISCORD_HOOK_SECRET = fake(24, 50), fake(68, 51, _BASE62 + "-_")
+AWS_SECRET_KEY = fake(40, 52, _BASE62 + "/+")
+
+
+@pytest.mark.parametrize("text, kind, secret", [
+    ('SLACK_URL = "https://hooks.slack.com/services/T4R7K2M9Q/B07QZ3W8XYZ/' + SLACK_HOOK_SECRET + '"\n',
+     "Slack webhook", SLACK_HOOK_SECRET),
+    ("notify:\n  discord: https://discord.com/api/webhooks/1187654321098765432/" + DISCORD_HOOK_SECRET + "\n",
+     "Discord webhook", DISCORD_HOOK_SECRET),
+    ('AWS_SECRET = "' + AWS_SECRET_KEY + '"\n', "AWS secret access key", AWS_SECRET_KEY),
+    ("aws_secret_key: " + AWS_SECRET_KEY + "\n", "AWS secret access key", AWS_SECRET_KEY),
+    ('const awsSecret = "' + AWS_SECRET_KEY + '";\n', "AWS secret access key", AWS_SECRET_KEY),
+])
+def test_file_classes_webhooks_and_aws_secrets_by_a_short_name_are_secrets(text: str, kind: str, secret: str) -> None:
+    """The part that is the credential is masked (a webhook's last path segment, the key's value), and a file
+    that is not source code holding one is a secret."""
+    why = secret_content(text.encode())
+    assert why is not None and why.startswith(kind) and secret not in why, why
+    assert content_class("ops/notify.yaml", text.encode()) == (SECRET, why)
+    (start, end, found), = secret_spans(text.encode())
+    assert text[start:end] == secret and found == kind

@@ -38,8 +38,9 @@ def _fake(n: int) -> str:
 GH_TOKEN = "gh" + "p_" + _fake(36)
 STRIPE_KEY = "sk" + "_live_" + _fake(32)
 AWS_KEY = _fake(40)
+AWS_KEY_ID = "AK" + "IA" + "Q7" + "".join(_rnd.choice(_BASE62[:36]) for _ in range(14))
 TOKEN_FILE_TOKEN = "gh" + "p_" + _fake(36)
-TOKENS = [GH_TOKEN, STRIPE_KEY, AWS_KEY, TOKEN_FILE_TOKEN]
+TOKENS = [GH_TOKEN, STRIPE_KEY, AWS_KEY, AWS_KEY_ID[4:], TOKEN_FILE_TOKEN]
 
 
 def _orders_module() -> str:
@@ -59,7 +60,8 @@ def _orders_module() -> str:
 
 ORDERS = _orders_module()
 ORDERS_TOKEN_LINE = 701
-SETTINGS = (f'"""Settings of the shop."""\n\nSTRIPE_KEY = "{STRIPE_KEY}"\nAWS_SECRET_ACCESS_KEY = "{AWS_KEY}"\n\n\n'
+SETTINGS = (f'"""Settings of the shop."""\n\nSTRIPE_KEY = "{STRIPE_KEY}"\nAWS_SECRET_ACCESS_KEY = "{AWS_KEY}"\n'
+            f'AWS_ACCESS_KEY_ID = "{AWS_KEY_ID}"\n\n'
             "def database_url(host):\n    \"\"\"The connection string of the orders database on this host.\"\"\"\n"
             "    return f\"postgres://shop@{host}/orders\"\n")
 # One Latin-1 byte (0xE9) in a comment of a file whose code is otherwise plain ASCII.
@@ -126,8 +128,8 @@ def test_file_text_index_and_status_say_what_was_masked_and_decoded(built) -> No
     _, out, status = built
     assert "  notes:  1 decoded with replacement, 2 secret masked\n" in out, out
     assert (f"    src/shop/orders.py: secret masked (GitHub token at line {ORDERS_TOKEN_LINE})\n") in out
-    assert ("    src/shop/settings.py: secret masked (Stripe live key at line 3, AWS secret access key at line 4)\n"
-            in out)
+    assert ("    src/shop/settings.py: secret masked (Stripe live key at line 3, AWS secret access key at line 4, "
+            "AWS access key ID at line 5)\n" in out), out
     assert "    src/shop/legacy.py: decoded with replacement (1 byte(s) not UTF-8, the first at byte 39)\n" in out
     skipped = dict(re.findall(r"^    (\S+): ([a-z-]+)(?: \(|$)", out.split("  indexed with notes:")[0], re.M))
     assert skipped == {"deploy/id_rsa": "secret", ".env": "secret", "ops/ci-token.txt": "secret",
@@ -151,6 +153,7 @@ async def test_file_text_a_module_with_a_token_is_found_with_the_token_masked(cl
     assert hits[0]["path"] == "src/shop/settings.py", text
     assert 'STRIPE_KEY = "sk_live_[SECRET MASKED]*****************"' in text, text
     assert f'AWS_SECRET_ACCESS_KEY = "[SECRET MASKED]{"*" * 25}"' in text, text
+    assert 'AWS_ACCESS_KEY_ID = "AKIA[SECRET MASKED]*"' in text, text
     assert _leaks(text) == []
 
     # expand_result shows the same masked lines, at the same line numbers as the file on disk
