@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
+from coderag.base.code_id import code_id
 from coderag.base.errors import CodeRagError, IndexLockedError
+from coderag.base.handover import HAND_OVER
 from coderag.base.lock import DEFAULT_WAIT_S
 from coderag.base.paths import index_dir
 
@@ -54,11 +56,38 @@ def owner_client(root: Path) -> Optional["IndexClient"]:
     except OwnerGone:
         return None
     try:
-        client.call("ping")
-        return client
+        answer = client.call("ping")
     except (OwnerGone, RemoteError, OSError, ValueError):
         client.close()
         return None
+    if isinstance(answer, dict) and answer.get("code") == code_id():
+        return client
+    return _owner_of_other_code(client, root, answer)
+
+
+_told: set[Path] = set()  # roots whose owner this process has said runs other code
+
+
+def _owner_of_other_code(client: "IndexClient", root: Path, ping: Any) -> Optional["IndexClient"]:
+    """The owner runs other coderag code than this process (started before an upgrade, or before a checkout
+    of an editable install; an owner older than the check says no code at all). A background owner, which
+    only exists to keep searches warm, is asked to hand the index over and stop: None, so the caller opens
+    the index or starts an owner with this code. One that keeps the index while it runs (a Claude Code
+    session's `coderag mcp`, a `coderag serve`) goes on answering, and the command says so once."""
+    try:
+        client.call(HAND_OVER, pid=os.getpid())
+    except RemoteError:
+        pid = ping.get("pid", "?") if isinstance(ping, dict) else "?"
+        if root not in _told:
+            _told.add(root)
+            log.warning("coderag: the owner of %s (pid %s) runs other coderag code than this command (it started "
+                        "before coderag was upgraded or checked out); it answers with that code until it is "
+                        "restarted.", root, pid)
+        return client
+    except (OwnerGone, OSError, ValueError):
+        pass
+    client.close()
+    return None
 
 
 def lock_holder(root: Path) -> str:

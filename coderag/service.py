@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from coderag.base.config import Settings, load_settings
 from coderag.base.errors import IndexLockedError
+from coderag.base.code_id import code_id
 from coderag.base.handover import HAND_OVER
 from coderag.owner_build import OwnerBuild
 from coderag.owner_changes import BUILDING, OwnerChanges  # noqa: F401 (BUILDING: public here)
@@ -139,7 +140,7 @@ class IndexService(OwnerBuild, OwnerChanges):
         tmp = self.index_dir / f".{OWNER_FILE}.{os.getpid()}"
         with private_umask():
             tmp.write_text(json.dumps({"pid": os.getpid(), "socket": str(path), "root": str(self.root),
-                                       "started": self.started}), "utf-8")
+                                       "started": self.started, "code": code_id()}), "utf-8")
         os.replace(tmp, self.index_dir / OWNER_FILE)  # atomic: a client never reads half of it
 
     def _unbind(self) -> None:
@@ -174,7 +175,8 @@ class IndexService(OwnerBuild, OwnerChanges):
     def dispatch(self, method: str, params: dict) -> Any:
         handler = {"search": self.search, "status": self.status, "expand": self.expand, "refresh": self.refresh,
                    "build": self.build, HAND_OVER: self.hand_over,
-                   "ping": lambda: {"pid": os.getpid(), "root": str(self.root), "ready": self._ready.is_set()}
+                   "ping": lambda: {"pid": os.getpid(), "root": str(self.root), "ready": self._ready.is_set(),
+                                    "code": code_id()}
                    }.get(method)
         if handler is None:
             raise ValueError(f"unknown method {method!r}")
