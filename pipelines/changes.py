@@ -57,6 +57,11 @@ def _unchanged(rec: FileRecord | None, e: FileEntry, retry: frozenset[str]) -> b
 
 
 def detect_changes(root: Path, state: IndexState) -> ChangeSet:
+    """The files of the working tree that are new or changed since the last index, and the indexed files
+    that are gone: one walk of the tree (the ignore rules applied), each file's size and mtime compared with
+    the manifest's. Nothing is read here; the run reads and hashes the candidates. A file is a candidate
+    again, though its stat is the same, while it could not be read last time, or while the index was checked
+    under older file-class rules that may have skipped it (`retry_statuses`)."""
     skips = SkipLog()
     entries = walk(root, IgnoreMatcher(root, skips=skips), skips)  # notes the secrets and data it never opens
     manifest = state.files()
