@@ -7,9 +7,10 @@ Two reasons, each a skip reason of its own in the skip report and in `coderag st
   ignore file (IgnoreMatcher), so a user's `!pattern` cannot re-include them, and such a file is never
   opened; the content check runs on every file read. An API token (GitHub, GitLab, Slack, Stripe live,
   Google API, OpenAI/Anthropic-style `sk-`, npm, PyPI, Hugging Face, SendGrid, Telegram), a Slack or Discord
-  webhook, or an AWS access key ID or secret access key makes a file a secret too, unless the file is
-  source code (CODE_LANGUAGES): there the token is one line of hundreds, so the file is indexed with the
-  token's characters masked (`secret_spans`, nodes/file_text.py) rather than lost to search.
+  webhook, a JSON web token, a password in a URL, or an AWS access key ID or secret access key makes a file a
+  secret too, unless the file is source code (CODE_LANGUAGES): there the token is one line of hundreds, so
+  the file is indexed with the token's characters masked (`secret_spans`, nodes/file_text.py) rather than
+  lost to search.
 - `data`: CSV/TSV, images as text (SVG, ...), notebooks, lock files, snapshots (`data_name`: below every
   ignore file's patterns, so `!*.csv` in a .coderagignore brings CSVs back), big JSON/YAML/XML,
   big fixtures, and files that are mostly numeric rows or base64 (`content_class`). One chunk per row
@@ -35,7 +36,7 @@ SECRET, DATA = "secret", "data"
 # skipped, and a file with a few bytes that are not UTF-8 decoded with replacement, not skipped; 4: jest's
 # `__mocks__` and jscodeshift's `__testfixtures__` are fixture folders (file_roles.FIXTURE_DIRS); 5: AWS
 # access key IDs and secret keys under any `aws_secret` name, GitLab, npm, PyPI, Hugging Face, SendGrid and
-# Telegram tokens, Slack and Discord webhooks.
+# Telegram tokens, Slack and Discord webhooks, JSON web tokens, passwords in URLs.
 RULES_VERSION = "5"
 RECHECKED_REASONS = frozenset({SECRET, "encoding"})
 
@@ -204,6 +205,17 @@ _API_TOKENS = (
                 rb"([A-Za-z0-9]{24,})" + _TOKEN_END), "cases"),
     ("Discord webhook", (b"/api/webhooks/",),
      re.compile(rb"discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/([A-Za-z0-9_-]{60,70})(?![A-Za-z0-9_-])"), "cases"),
+    # A JSON Web Token: a signed claim (a session, an API grant) that works until it expires. The header
+    # (`eyJ...`, which only names the algorithm) stays; the claims and the signature are masked.
+    ("JSON web token", (b"eyJ",),
+     re.compile(rb"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,}\.(eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{20,})"
+                rb"(?![A-Za-z0-9_-])"), "cases"),
+    # A password in a URL (`postgres://app:PASSWORD@db/orders`). It must look random, two kinds of character
+    # of letters and digits, eight or more, so the examples of docs and compose files (`user:password@`,
+    # `postgres:postgres@`) and templates (`{password}`, `${DB_PASSWORD}`) are code.
+    ("password in a URL", (b"://",),
+     re.compile(rb"://[A-Za-z0-9._~%-]{0,64}:([A-Za-z0-9._~%!*+=-]{8,128})@[A-Za-z0-9.-]"),
+     "two"),
 )
 
 DEFAULT_DATA_MAX_BYTES = 64 * 1024

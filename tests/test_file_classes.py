@@ -191,6 +191,7 @@ TOKENS = {
     "hugging face": "h" + "f_" + fake(34, 41, _BASE62[10:]),
     "sendgrid": "S" + "G." + fake(22, 42, _BASE62 + "-_") + "." + fake(43, 43, _BASE62 + "-_"),
     "telegram bot": "7123456789:" + "AA" + fake(33, 44, _BASE62 + "-_"),
+    "json web token": "ey" + "JhbGciOiJIUzI1NiJ9." + "eyJ" + fake(40, 45, _BASE62 + "-_") + "." + fake(43, 46, _BASE62 + "-_"),
 }
 
 
@@ -250,6 +251,13 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     "path = h" + "f_hub_download(repo_id='org/model', filename='config.json')\n",
     # Slack's documented placeholder webhook
     "url: https://hooks.slack.com/services/T00000000/B00000000/" + "X" * 24 + "\n",
+    # URLs whose password is an example or a template, and URLs with a user and no password
+    "DATABASE_URL: postgres://postgres:postgres@db:5432/app\n",
+    'url = "postgres://user:password@localhost/db"\n',
+    'url = f"postgres://{user}:{password}@{host}/db"\n',
+    'url = "postgres://app:${DB_PASSWORD}@db/orders"\n',
+    "git clone ssh://git@github.com:22/org/repo.git\n",
+    "see http://example.com:80808080@mirror\n",
 ])
 def test_file_classes_api_token_look_alikes_stay_indexed(text: str) -> None:
     assert content_class("ops/settings.txt", text.encode()) is None, text
@@ -258,6 +266,7 @@ def test_file_classes_api_token_look_alikes_stay_indexed(text: str) -> None:
 
 SLACK_HOOK_SECRET, DISCORD_HOOK_SECRET = fake(24, 50), fake(68, 51, _BASE62 + "-_")
 AWS_SECRET_KEY = fake(40, 52, _BASE62 + "/+")
+URL_PASSWORD = fake(14, 53)
 
 
 @pytest.mark.parametrize("text, kind, secret", [
@@ -268,10 +277,13 @@ AWS_SECRET_KEY = fake(40, 52, _BASE62 + "/+")
     ('AWS_SECRET = "' + AWS_SECRET_KEY + '"\n', "AWS secret access key", AWS_SECRET_KEY),
     ("aws_secret_key: " + AWS_SECRET_KEY + "\n", "AWS secret access key", AWS_SECRET_KEY),
     ('const awsSecret = "' + AWS_SECRET_KEY + '";\n', "AWS secret access key", AWS_SECRET_KEY),
+    ('DATABASE_URL = "postgres://orders:' + URL_PASSWORD + '@db.internal:5432/orders"\n', "password in a URL",
+     URL_PASSWORD),
+    ("cache: redis://:" + URL_PASSWORD + "@cache:6379/0\n", "password in a URL", URL_PASSWORD),
 ])
-def test_file_classes_webhooks_and_aws_secrets_by_a_short_name_are_secrets(text: str, kind: str, secret: str) -> None:
-    """The part that is the credential is masked (a webhook's last path segment, the key's value), and a file
-    that is not source code holding one is a secret."""
+def test_file_classes_webhooks_aws_secrets_and_url_passwords_are_secrets(text: str, kind: str, secret: str) -> None:
+    """The part that is the credential is masked (a webhook's last path segment, the key's value, the URL's
+    password), and a file that is not source code holding one is a secret."""
     why = secret_content(text.encode())
     assert why is not None and why.startswith(kind) and secret not in why, why
     assert content_class("ops/notify.yaml", text.encode()) == (SECRET, why)
