@@ -233,8 +233,11 @@ _DIGITS = re.compile(r"\d")
 _ALNUM = re.compile(r"[^\W_]")
 
 
-def _line_of(data: bytes, offset: int) -> int:
-    return data.count(b"\n", 0, offset) + 1
+def line_of(data: bytes, offset: int) -> int:
+    """The 1-based line of byte `offset`, lines ended as nodes/file_text.py `decode_file` ends them: by LF, CRLF,
+    or a CR alone (a classic Mac file; an editor and Claude Code's reader break lines there too)."""
+    head = data[:offset]
+    return head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n") + 1
 
 
 def _has_key_body(window: bytes) -> bool:
@@ -283,7 +286,7 @@ def secret_spans(data: bytes) -> list[tuple[int, int, str]]:
 def _token_secret(data: bytes) -> Optional[str]:
     """The kind and line of the first token in `data` (rule order), or None."""
     for start, _, kind in _token_spans(data):
-        return f"{kind} at line {_line_of(data, start)}"
+        return f"{kind} at line {line_of(data, start)}"
     return None
 
 
@@ -293,9 +296,9 @@ def _key_material(data: bytes) -> Optional[str]:
     if b"PRIVATE KEY" in data:
         for m in _KEY_HEADER.finditer(data):
             if _has_key_body(data[m.end():m.end() + KEY_BODY_WINDOW]):
-                return f"{m.group(1).decode('ascii').lower()} block at line {_line_of(data, m.start())}"
+                return f"{m.group(1).decode('ascii').lower()} block at line {line_of(data, m.start())}"
     if b"PuTTY-User-Key-File-" in data and (m := _PUTTY_KEY.search(data)):
-        return f"PuTTY private key at line {_line_of(data, m.start())}"
+        return f"PuTTY private key at line {line_of(data, m.start())}"
     if b"service_account" in data and b"\"private_key" in data and _GCP_ACCOUNT.search(data):
         return "GCP service-account key"
     return None

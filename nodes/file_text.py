@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from coderag.nodes.file_classes import secret_spans
+from coderag.nodes.file_classes import line_of, secret_spans
 from coderag.nodes.managed_section import blank_managed_sections
 
 REPLACED_NOTE = "decoded with replacement"  # an indexed file had bytes that are not UTF-8
@@ -85,16 +85,13 @@ def mask_secrets(data: bytes) -> tuple[bytes, tuple[tuple[int, str], ...]]:
     out = bytearray(data)
     for start, end, _ in spans:
         out[start:end] = mask(end - start)
-    lines, line, pos = [], 1, 0
-    for start, _, kind in spans:
-        line += data.count(b"\n", pos, start)
-        pos = start
-        lines.append((line, kind))
-    return bytes(out), tuple(lines)
+    return bytes(out), tuple((line_of(data, start), kind) for start, _, kind in spans)
 
 
 def decode_file(data: bytes) -> DecodedText:
-    """The text of a file's bytes (a UTF-8 BOM dropped, CRLF made LF, tokens masked, bad bytes replaced).
+    """The text of a file's bytes (a UTF-8 BOM dropped, CRLF and a CR alone made LF, tokens masked, bad bytes
+    replaced). A CR alone ends a line as editors and Node's readline (Claude Code's reader) end one, so a classic
+    Mac file's line numbers are the ones they show.
 
     Examples:
         >>> ft = decode_file("# caf\\xe9\\ndef f():\\n    return 1\\n".encode("latin-1"))
@@ -109,5 +106,6 @@ def decode_file(data: bytes) -> DecodedText:
         text, first = raw.decode("utf-8", "replace"), skip + exc.start
         # U+FFFD the file itself holds (its UTF-8 is EF BF BD) was not a bad byte
         replaced = text.count(_REPLACEMENT) - raw.count(_REPLACEMENT.encode("utf-8"))
-    text = blank_managed_sections(text.replace("\r\n", "\n"))  # CLAUDE.md's coderag section is not the repo's
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = blank_managed_sections(text)  # CLAUDE.md's coderag section is not the repo's
     return DecodedText(text, replaced, first, masked)

@@ -269,6 +269,14 @@ AWS_SECRET_KEY = fake(40, 52, _BASE62 + "/+")
 URL_PASSWORD = fake(14, 53)
 
 
+def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
+    """Lines end at LF, CRLF or a CR alone (a classic Mac file), as nodes/file_text.py splits them."""
+    token = TOKENS["github classic"]
+    for sep in ("\n", "\r\n", "\r"):
+        text = sep.join(["import os", "", f'TOKEN = "{token}"', ""])
+        assert secret_content(text.encode()) == "GitHub token at line 3", repr(sep)
+
+
 @pytest.mark.parametrize("text, kind, secret", [
     ('SLACK_URL = "https://hooks.slack.com/services/T4R7K2M9Q/B07QZ3W8XYZ/' + SLACK_HOOK_SECRET + '"\n',
      "Slack webhook", SLACK_HOOK_SECRET),

@@ -332,7 +332,12 @@ def test_lines_match_the_indexer_split(tmp_path: Path) -> None:
     (tmp_path / "blank_end.py").write_bytes(b"x\n\n")
     (tmp_path / "latin1.py").write_bytes(b"caf\xe9 = 1\n")
     (tmp_path / "token.py").write_bytes(b"x = 1\nT = 'gh" + b"p_" + b"aB3" * 12 + b"'\n")
+    # a classic Mac file, and one whose lines end every way: a CR alone ends a line, as in an editor
+    (tmp_path / "mac.py").write_bytes(b"a = 1\rb = 2\r")
+    (tmp_path / "ends.py").write_bytes(b"a\rb\r\nc\nd\r\r\ne")
     src = LineSource(tmp_path)
+    assert src.lines("mac.py") == ["a = 1", "b = 2"] and src.text("mac.py", 2, 2) == "b = 2"
+    assert src.lines("ends.py") == ["a", "b", "c", "d", "", "e"]
     assert src.lines("crlf.py") == ["a = 1", "b = 2"]
     assert src.lines("bom.py") == ["x = 1", "y = 2"]
     assert src.lines("blank_end.py") == ["x", ""]
@@ -347,7 +352,8 @@ def test_line_spans_are_the_lines_joined(tmp_path: Path) -> None:
     """`span` slices the cached text at line offsets; it gives what joining the split lines gives, for
     every range of files with and without a final newline, blank runs, CRLF, BOM, non-ASCII, empty."""
     files = {"crlf.py": b"a = 1\r\nb = 2\r\n", "bom.py": b"\xef\xbb\xbfx = 1\ny = 2", "blank_end.py": b"x\n\n",
-             "empty.py": b"", "newlines.py": b"\n\n\n", "mixed.py": "é\n\n  ü = 1\r\n\tz\n\n\nend".encode()}
+             "empty.py": b"", "newlines.py": b"\n\n\n", "mixed.py": "é\n\n  ü = 1\r\n\tz\n\n\nend".encode(),
+             "mac.py": b"a = 1\r\rb = 2\r"}
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     src = LineSource(tmp_path)
