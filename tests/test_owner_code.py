@@ -1,7 +1,7 @@
 """An owner started from other coderag code than a command's (before an upgrade, or before a checkout of an
 editable install): a background owner hands the index over, so the command and the next searches run this
 code; one that keeps the index (`coderag serve`, a Claude Code session's server) answers, and the command
-says so. The other code is a real copy of this package in tmp_path, whose files are newer, run as the owner
+says so. The other code is a real copy of this package in tmp_path with one module changed, run as the owner
 with PYTHONPATH pointing at it."""
 
 from __future__ import annotations
@@ -34,13 +34,29 @@ EXIT_TIMEOUT_S = 60
 
 @pytest.fixture(scope="module")
 def other_code(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The environment of a process that runs a copy of this coderag (same files, later times)."""
+    """The environment of a process that runs a copy of this coderag with one line added to one module."""
     site = tmp_path_factory.mktemp("other_code")
+    for name in (*PACKAGES, "coderag.eval"):
+        src = find_spec(name).submodule_search_locations[0]
+        shutil.copytree(src, site / name.replace(".", "/"), dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    with open(site / "coderag" / "base" / "paths.py", "a", encoding="utf-8") as f:
+        f.write("\n# the release before or after this one\n")
+    return {**os.environ, "PYTHONPATH": str(site)}
+
+
+def test_two_installs_of_the_same_code_agree(tmp_path: Path) -> None:
+    """A copy with other file times (a second install of the same release) has the same digest."""
+    site = tmp_path / "site"
     for name in (*PACKAGES, "coderag.eval"):
         src = find_spec(name).submodule_search_locations[0]
         shutil.copytree(src, site / name.replace(".", "/"), dirs_exist_ok=True, copy_function=shutil.copy,
                         ignore=shutil.ignore_patterns("__pycache__"))
-    return {**os.environ, "PYTHONPATH": str(site)}
+    out = subprocess.run([sys.executable, "-c", "import coderag.pipelines as p; from coderag.base.code_id import "
+                          "code_id; print(p.__file__); print(code_id())"],
+                         env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True, check=True)
+    where, digest = out.stdout.split()
+    assert Path(where).is_relative_to(site) and digest == code_id()
 
 
 def _repo(tmp_path: Path) -> Path:

@@ -7,8 +7,9 @@ sign of it: other secret rules, another ranker. The owner says its digest (owner
 whose own digest differs replaces a background owner and is told about one that keeps the index
 (coderag/client.py).
 
-Files are named by their path inside the package and read by size and modification time, not content: a
-stat each (a millisecond or two for the whole package, once a process), and two installs of one wheel agree.
+Files are named by their path inside the package and read whole: two installs of the same code agree (a pipx
+install for Claude Code and a virtual environment for the shell, whose files' times differ), and a checkout that
+changes a file does not. Reading the 2 MB of the package costs a few milliseconds, once a process.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ SUFFIXES = (".py", ".json", ".npz")
 
 @functools.cache
 def code_id() -> str:
-    """16 hex digits that change when any source or model file of the installed coderag does."""
+    """16 hex digits that change when the content of any source or model file of the installed coderag does."""
     files: dict[str, str] = {}
     for name in PACKAGES:
         spec = find_spec(name)
@@ -40,8 +41,10 @@ def code_id() -> str:
     digest = hashlib.sha256()
     for path, label in sorted(files.items(), key=lambda kv: kv[1]):
         try:
-            st = os.stat(path)
+            with open(path, "rb") as f:
+                content = f.read()
         except OSError:
             continue
-        digest.update(f"{label}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        digest.update(f"{label}\0{len(content)}\0".encode())
+        digest.update(content)
     return digest.hexdigest()[:16]
