@@ -54,7 +54,8 @@ def test_two_installs_of_the_same_code_agree(tmp_path: Path) -> None:
                         ignore=shutil.ignore_patterns("__pycache__"))
     out = subprocess.run([sys.executable, "-c", "import coderag.pipelines as p; from coderag.base.code_id import "
                           "code_id; print(p.__file__); print(code_id())"],
-                         env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True, check=True)
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True,
+                         check=True)
     where, digest = out.stdout.split()
     assert Path(where).is_relative_to(site) and digest == code_id()
 

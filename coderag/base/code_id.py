@@ -29,11 +29,16 @@ SUFFIXES = (".py", ".json", ".npz")
 def code_id() -> str:
     """16 hex digits that change when the content of any source or model file of the installed coderag does."""
     files: dict[str, str] = {}
+    # An installed wheel holds the subpackages inside coderag/, an editable install beside it: each is walked
+    # as its own package, and coderag.eval (no part of an answer) in neither.
+    nested = {name.rsplit(".", 1)[1] for name in PACKAGES if "." in name} | {"eval"}
     for name in PACKAGES:
         spec = find_spec(name)
         for folder in (spec.submodule_search_locations or []) if spec is not None else []:
             for dirpath, dirnames, filenames in os.walk(folder):
-                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+                top = name == "coderag" and os.path.samefile(dirpath, folder)
+                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith(".")
+                                     and not (top and d in nested))
                 for f in filenames:
                     if f.endswith(SUFFIXES):
                         path = os.path.join(dirpath, f)
