@@ -17,9 +17,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Optional
 
+from coderag.base.code_id import code_id
 from coderag.base.config import Settings, load_settings
 from coderag.base.errors import IndexLockedError
-from coderag.base.code_id import code_id
 from coderag.base.handover import HAND_OVER
 from coderag.owner_build import OwnerBuild
 from coderag.owner_changes import BUILDING, OwnerChanges  # noqa: F401 (BUILDING: public here)
