@@ -191,7 +191,8 @@ TOKENS = {
     "hugging face": "h" + "f_" + fake(34, 41, _BASE62[10:]),
     "sendgrid": "S" + "G." + fake(22, 42, _BASE62 + "-_") + "." + fake(43, 43, _BASE62 + "-_"),
     "telegram bot": "7123456789:" + "AA" + fake(33, 44, _BASE62 + "-_"),
-    "json web token": "ey" + "JhbGciOiJIUzI1NiJ9." + "eyJ" + fake(40, 45, _BASE62 + "-_") + "." + fake(43, 46, _BASE62 + "-_"),
+    "json web token": ("ey" + "JhbGciOiJIUzI1NiJ9." + "eyJ" + fake(40, 45, _BASE62 + "-_") + "."
+                       + fake(43, 46, _BASE62 + "-_")),
 }
 
 
