@@ -6,7 +6,8 @@ Two reasons, each a skip reason of its own in the skip report and in `coderag st
   hold a private key block or a GCP service-account key. A hard rule: the names are checked before any
   ignore file (IgnoreMatcher), so a user's `!pattern` cannot re-include them, and such a file is never
   opened; the content check runs on every file read. An API token (GitHub, GitLab, Slack, Stripe live,
-  Google API, OpenAI/Anthropic-style `sk-`, npm, PyPI, Hugging Face, SendGrid, Telegram), a Slack or Discord
+  Google API, OpenAI/Anthropic-style `sk-`, npm, PyPI, Hugging Face, SendGrid, Telegram, Shopify,
+  DigitalOcean, Databricks), an Azure storage key, a Slack or Discord
   webhook, a JSON web token, a password in a URL, or an AWS access key ID or secret access key makes a file a
   secret too, unless the file is source code (CODE_LANGUAGES): there the token is one line of hundreds, so
   the file is indexed with the token's characters masked (`secret_spans`, nodes/file_text.py) rather than
@@ -36,7 +37,8 @@ SECRET, DATA = "secret", "data"
 # skipped, and a file with a few bytes that are not UTF-8 decoded with replacement, not skipped; 4: jest's
 # `__mocks__` and jscodeshift's `__testfixtures__` are fixture folders (file_roles.FIXTURE_DIRS); 5: AWS
 # access key IDs and secret keys under any `aws_secret` name, GitLab, npm, PyPI, Hugging Face, SendGrid and
-# Telegram tokens, Slack and Discord webhooks, JSON web tokens, passwords in URLs.
+# Telegram, Shopify, DigitalOcean and Databricks tokens, Azure storage keys, Slack and Discord webhooks, JSON
+# web tokens, passwords in URLs.
 RULES_VERSION = "5"
 RECHECKED_REASONS = frozenset({SECRET, "encoding"})
 
@@ -198,6 +200,16 @@ _API_TOKENS = (
      re.compile(rb"(?<![A-Za-z0-9_-])SG\.([A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"), "cases"),
     ("Telegram bot token", (b":AA",),
      re.compile(rb"(?<![A-Za-z0-9_])[0-9]{8,10}:(AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])"), "cases"),
+    # Hex bodies (lower case and digits, so "two" kinds): Shopify's app and access tokens, DigitalOcean's
+    # personal, OAuth and refresh tokens, Databricks' personal access tokens.
+    ("Shopify token", (b"shpat_", b"shpss_", b"shpca_", b"shppa_"),
+     re.compile(rb"(?<![A-Za-z0-9_])shp(?:at|ss|ca|pa)_([a-fA-F0-9]{32})" + _TOKEN_END), "two"),
+    ("DigitalOcean token", (b"_v1_",),
+     re.compile(rb"(?<![A-Za-z0-9_])do[por]_v1_([a-f0-9]{64})" + _TOKEN_END), "two"),
+    ("Databricks token", (b"dapi",), re.compile(rb"(?<![A-Za-z0-9_])dapi([a-f0-9]{32})(?:-[0-9])?" + _TOKEN_END), "two"),
+    # An Azure storage account's key, in the connection string the portal hands out.
+    ("Azure storage key", (b"AccountKey=",),
+     re.compile(rb"AccountKey=([A-Za-z0-9+/]{86}==)"), "cases"),
     # A webhook's URL is its credential: whoever has it posts to the channel. The secret is its last part;
     # Slack's documented placeholder (`.../T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX`) has one case only.
     ("Slack webhook", (b"hooks.slack.com/",),

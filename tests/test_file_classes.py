@@ -193,6 +193,10 @@ TOKENS = {
     "telegram bot": "7123456789:" + "AA" + fake(33, 44, _BASE62 + "-_"),
     "json web token": ("ey" + "JhbGciOiJIUzI1NiJ9." + "eyJ" + fake(40, 45, _BASE62 + "-_") + "."
                        + fake(43, 46, _BASE62 + "-_")),
+    "shopify": "shp" + "at_" + fake(32, 47, "0123456789abcdef"),
+    "digitalocean": "do" + "p_v1_" + fake(64, 48, "0123456789abcdef"),
+    "databricks": "da" + "pi" + fake(32, 49, "0123456789abcdef"),
+    "azure storage": "Account" + "Key=" + fake(86, 54, _BASE62 + "+/") + "==",
 }
 
 
@@ -250,6 +254,10 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     # names that start like tokens: npm's config variables, a Hugging Face Hub call
     "npm_config_registry=https://registry.npmjs.org/\n",
     "path = h" + "f_hub_download(repo_id='org/model', filename='config.json')\n",
+    # hex placeholders, and names that start like hex tokens
+    "SHOPIFY_TOKEN=shp" + "at_" + "0" * 32 + "\n",
+    "DO_TOKEN=do" + "p_v1_" + "x" * 64 + "\n",
+    "from databricks import dapi_client, dapi" + "structures\n",
     # Slack's documented placeholder webhook
     "url: https://hooks.slack.com/services/T00000000/B00000000/" + "X" * 24 + "\n",
     # URLs whose password is an example or a template, and URLs with a user and no password
