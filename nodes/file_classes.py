@@ -7,11 +7,11 @@ Two reasons, each a skip reason of its own in the skip report and in `coderag st
   ignore file (IgnoreMatcher), so a user's `!pattern` cannot re-include them, and such a file is never
   opened; the content check runs on every file read. An API token (GitHub, GitLab, Slack, Stripe live,
   Google API, OpenAI/Anthropic-style `sk-`, npm, PyPI, Hugging Face, SendGrid, Telegram, Shopify,
-  DigitalOcean, Databricks), an Azure storage key, a Slack or Discord
-  webhook, a JSON web token, a password in a URL, or an AWS access key ID or secret access key makes a file a
-  secret too, unless the file is source code (CODE_LANGUAGES): there the token is one line of hundreds, so
-  the file is indexed with the token's characters masked (`secret_spans`, nodes/file_text.py) rather than
-  lost to search.
+  DigitalOcean, Databricks), an Azure storage key, a Slack or Discord webhook, a JSON web token, a password in
+  a URL, an AWS access key ID or secret access key, or a random value assigned to a name like `DB_PASSWORD` or
+  `apiKey` makes a file a secret too, unless the file is source code (CODE_LANGUAGES): there the token is one
+  line of hundreds, so the file is indexed with the token's characters masked (`secret_spans`,
+  nodes/file_text.py) rather than lost to search.
 - `data`: CSV/TSV, images as text (SVG, ...), notebooks, lock files, snapshots (`data_name`: below every
   ignore file's patterns, so `!*.csv` in a .coderagignore brings CSVs back), big JSON/YAML/XML,
   big fixtures, and files that are mostly numeric rows or base64 (`content_class`). One chunk per row
@@ -22,6 +22,7 @@ Stdlib only: the walk of a no-change run imports this.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Iterator, Optional
 
@@ -38,8 +39,8 @@ SECRET, DATA = "secret", "data"
 # `__mocks__` and jscodeshift's `__testfixtures__` are fixture folders (file_roles.FIXTURE_DIRS); 5: AWS
 # access key IDs and secret keys under any `aws_secret` name, GitLab, npm, PyPI, Hugging Face, SendGrid and
 # Telegram, Shopify, DigitalOcean and Databricks tokens, Azure storage keys, Slack and Discord webhooks, JSON
-# web tokens, passwords in URLs.
-RULES_VERSION = "5"
+# web tokens, passwords in URLs; 6: random values assigned to a password's or key's name.
+RULES_VERSION = "6"
 RECHECKED_REASONS = frozenset({SECRET, "encoding"})
 
 # Files in these languages are code or prose whatever their numbers: the row and base64 sniffs are for the
@@ -269,6 +270,30 @@ def _looks_random(body: bytes, rule: str) -> bool:
     return upper + lower + bool(_B_DIGIT.search(body)) >= 2
 
 
+# A password or key that no issuer's shape names, found by the name it is given: a quoted value of twelve or more
+# characters with two digits and both letter cases (a class name such as "PasswordInput2" has one), assigned (`=`, `:`, `=>`) to a name that ends in password, secret,
+# token, api key, access key, auth key, private key or client secret (`DB_PASSWORD = "..."`, `"apiKey": "..."`).
+# The value is found first (a quote after an operator), the name in the few bytes before it: a scan of the file
+# for every name would be ten times slower. Unquoted values (`password: hunter2` in YAML) are not read: too many
+# are examples. An issuer's shape, where one matches, names the token instead (`secret_spans`).
+NAMED_SECRET = "password or key (by its name)"
+_QUOTED_VALUE = re.compile(rb"(?::|=|=>)[ \t]*([\"'])([A-Za-z0-9_+/=.!@#$%^&*~-]{12,128})\1")
+_SECRET_NAME = re.compile(rb"(?i:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key"
+                          rb"|private[_-]?key|client[_-]?secret)(?:[_.-][A-Za-z0-9_.-]{0,24}|[A-Z][A-Za-z0-9]{0,24})?"
+                          rb"[\"']?\]?[ \t]*$")
+_NAME_WINDOW = 48  # bytes before the operator where the name is looked for
+_PUBLIC_KEYS = (b"sk_test_", b"pk_test_", b"rk_test_", b"pk_live_")  # Stripe's test and publishable keys
+
+
+def _named_secret_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
+    """(start, end, NAMED_SECRET) of each value assigned to a secret's name (above)."""
+    for m in _QUOTED_VALUE.finditer(data):
+        value = m.group(2)
+        if len(_B_DIGIT.findall(value)) >= 2 and _looks_random(value, "cases") and not value.startswith(_PUBLIC_KEYS) \
+                and _SECRET_NAME.search(data, max(0, m.start() - _NAME_WINDOW), m.start()):
+            yield m.start(2), m.end(2), NAMED_SECRET
+
+
 def _token_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
     """(start, end, kind) of the random part of every API token and AWS secret access key in `data`, in the
     order of the rules. A substring test first: most files hold none of the prefixes, and the regexes never
@@ -285,19 +310,21 @@ def _token_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
 
 
 def secret_spans(data: bytes) -> list[tuple[int, int, str]]:
-    """(start, end, kind) of each token in `data` (API tokens, AWS secret access keys), sorted, none
+    """(start, end, kind) of each token in `data` (API tokens, AWS secret access keys, values assigned to a
+    secret's name), sorted, none
     overlapping: the byte ranges a source file is indexed with masked (nodes/file_text.py). Each is the
     token's random part; its issuer's prefix (`ghp_`, `sk_live_`) stays, to say what it was."""
     out: list[tuple[int, int, str]] = []
     for span in sorted(_token_spans(data)):
         if not out or span[0] >= out[-1][1]:
             out.append(span)
-    return out
+    named = [span for span in _named_secret_spans(data) if not any(span[0] < e and s < span[1] for s, e, _ in out)]
+    return sorted(out + named)
 
 
 def _token_secret(data: bytes) -> Optional[str]:
-    """The kind and line of the first token in `data` (rule order), or None."""
-    for start, _, kind in _token_spans(data):
+    """The kind and line of the first token in `data` (rule order, a secret found by its name last), or None."""
+    for start, _, kind in itertools.chain(_token_spans(data), _named_secret_spans(data)):
         return f"{kind} at line {line_of(data, start)}"
     return None
 

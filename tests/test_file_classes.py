@@ -258,6 +258,10 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     "SHOPIFY_TOKEN=shp" + "at_" + "0" * 32 + "\n",
     "DO_TOKEN=do" + "p_v1_" + "x" * 64 + "\n",
     "from databricks import dapi_client, dapi" + "structures\n",
+    # a secret's name with a value that is an example, a reference, or a name; and a name that only starts so
+    'password = "changeme"\nDB_PASSWORD = "your-password-here"\n',
+    'SECRET_KEY = os.environ["SECRET_KEY"]\napi_key = settings.API_KEY\n',
+    'tokenizer_class = "BertTokenizerFast1"\npassword_field = "PasswordInput2"\n',
     # Slack's documented placeholder webhook
     "url: https://hooks.slack.com/services/T00000000/B00000000/" + "X" * 24 + "\n",
     # URLs whose password is an example or a template, and URLs with a user and no password
@@ -276,6 +280,7 @@ def test_file_classes_api_token_look_alikes_stay_indexed(text: str) -> None:
 SLACK_HOOK_SECRET, DISCORD_HOOK_SECRET = fake(24, 50), fake(68, 51, _BASE62 + "-_")
 AWS_SECRET_KEY = fake(40, 52, _BASE62 + "/+")
 URL_PASSWORD = fake(14, 53)
+NAMED_VALUE = "x9K" + fake(13, 55) + "4"
 
 
 def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
@@ -297,6 +302,9 @@ def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
     ('DATABASE_URL = "postgres://orders:' + URL_PASSWORD + '@db.internal:5432/orders"\n', "password in a URL",
      URL_PASSWORD),
     ("cache: redis://:" + URL_PASSWORD + "@cache:6379/0\n", "password in a URL", URL_PASSWORD),
+    ('DB_PASSWORD = "' + NAMED_VALUE + '"\n', "password or key (by its name)", NAMED_VALUE),
+    ('{"apiKey": "' + NAMED_VALUE + '", "region": "eu"}\n', "password or key (by its name)", NAMED_VALUE),
+    ("$settings['client_secret'] => '" + NAMED_VALUE + "';\n", "password or key (by its name)", NAMED_VALUE),
 ])
 def test_file_classes_webhooks_aws_secrets_and_url_passwords_are_secrets(text: str, kind: str, secret: str) -> None:
     """The part that is the credential is masked (a webhook's last path segment, the key's value, the URL's
