@@ -10,7 +10,7 @@ Two reasons, each a skip reason of its own in the skip report and in `coderag st
   DigitalOcean, Databricks), an Azure storage key, a Slack or Discord webhook, a JSON web token, a password in
   a URL, an AWS access key ID or secret access key, or a random value assigned to a name like `DB_PASSWORD` or
   `apiKey` makes a file a secret too, unless the file is source code (CODE_LANGUAGES): there the token is one
-  line of hundreds, so the file is indexed with the token's characters masked (`secret_spans`,
+  line of hundreds, so the file is indexed with the token's characters masked (nodes/secret_tokens.py,
   nodes/file_text.py) rather than lost to search.
 - `data`: CSV/TSV, images as text (SVG, ...), notebooks, lock files, snapshots (`data_name`: below every
   ignore file's patterns, so `!*.csv` in a .coderagignore brings CSVs back), big JSON/YAML/XML,
@@ -22,12 +22,12 @@ Stdlib only: the walk of a no-change run imports this.
 
 from __future__ import annotations
 
-import itertools
 import re
-from typing import Iterator, Optional
+from typing import Optional
 
 from coderag.nodes.file_roles import FIXTURE_DIRS
 from coderag.nodes.languages import EXTENSIONS, detect_language
+from coderag.nodes.secret_tokens import line_of, token_secret
 
 SECRET, DATA = "secret", "data"
 # Bumped when a rule is added that may class a file an older index holds as a secret or data: the next
@@ -152,84 +152,7 @@ _KEY_BODY = re.compile(rb"(?:\n|\\n|[\"'`])[ \t\"'`+]*([A-Za-z0-9+/]{32,})")
 KEY_BODY_WINDOW = 300
 _B_DIGIT = re.compile(rb"[0-9]")
 _PUTTY_KEY = re.compile(rb"PuTTY-User-Key-File-\d+:")
-# The value, not the name: code that reads the variable (`os.environ["AWS_SECRET_ACCESS_KEY"]`) is code.
-# Also the `SecretAccessKey` of AWS's JSON answers (`aws sts assume-role`), and a key under a shorter name of
-# the same (`AWS_SECRET`, `aws_secret_key`, `awsSecret`). The value has no prefix of its own, so it must look
-# random (both cases): a placeholder of forty `x` is not a key.
-_AWS_SECRET = re.compile(rb"(?:secret_?access_?key|aws_?secret\w{0,16})[\"']?\s*[=:]\s*[\"']?([A-Za-z0-9/+]{40})"
-                         rb"(?![A-Za-z0-9/+])", re.IGNORECASE)
-_AWS_HINTS = (b"ccess_key", b"CCESS_KEY", b"ccessKey", b"ccess_Key", b"ws_secret", b"WS_SECRET", b"wsSecret",
-              b"ws_Secret", b"WSSecret")
 _GCP_ACCOUNT = re.compile(rb"\"type\"\s*:\s*\"service_account\"")
-
-# API tokens by their issuers' published shapes. A token must look random (both letter cases in its body;
-# Slack's: two of digits, lower and upper case) and stand alone (no letter, digit or `_` glued to either
-# end), so placeholders (`ghp_xxxx...`, `xoxb-your-token`), shorter or longer runs, a hex digest after
-# `sk-` and code that checks a prefix (`token.startswith("ghp_")`) are code. Test keys (`sk_test_`) are
-# not secrets: Stripe publishes them in its docs.
-_TOKEN_END = rb"(?![A-Za-z0-9_])"
-_API_TOKENS = (
-    ("GitHub token", (b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_"),
-     re.compile(rb"(?<![A-Za-z0-9_])gh[pousr]_([A-Za-z0-9]{36})" + _TOKEN_END), "cases"),
-    ("GitHub token", (b"github_pat_",),
-     re.compile(rb"(?<![A-Za-z0-9_])github_pat_([A-Za-z0-9]{22}_[A-Za-z0-9]{59})" + _TOKEN_END), "cases"),
-    ("Slack token", (b"xox",),
-     re.compile(rb"(?<![A-Za-z0-9_-])xox[abprs]-(?:[0-9]{6,}-){1,3}([A-Za-z0-9]{16,})(?![A-Za-z0-9_-])"), "two"),
-    ("Stripe live key", (b"k_live_",),
-     re.compile(rb"(?<![A-Za-z0-9_])[sr]k_live_([A-Za-z0-9]{24,})" + _TOKEN_END), "cases"),
-    ("Google API key", (b"AIza",),
-     re.compile(rb"(?<![A-Za-z0-9_-])AIza([0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])"), "cases"),
-    # OpenAI's `sk-` + 48 (legacy), `sk-proj-`/`sk-svcacct-`/`sk-admin-` + 100 or more, Anthropic's
-    # `sk-ant-api03-`: at least 40 in the body, so `sk-` and a short slug is code.
-    ("API key (sk-)", (b"sk-",),
-     re.compile(rb"(?<![A-Za-z0-9_-])sk-(?:proj|svcacct|admin|ant-(?:api|admin)[0-9]{2})-([A-Za-z0-9_-]{40,})"
-                rb"(?![A-Za-z0-9_-])"), "cases"),
-    ("API key (sk-)", (b"sk-",),
-     re.compile(rb"(?<![A-Za-z0-9_-])sk-([A-Za-z0-9]{40,})(?![A-Za-z0-9_-])"), "cases"),
-    # An AWS access key ID (`AKIA` long-lived, `ASIA` temporary) is half of a credential, and what every secret
-    # scanner flags. Upper case and digits, so "two" kinds of character; AWS's documented example
-    # (`AKIAIOSFODNN7EXAMPLE`, in many a README) is public.
-    ("AWS access key ID", (b"AKIA", b"ASIA"),
-     re.compile(rb"(?<![A-Za-z0-9_])(?:AKIA|ASIA)((?![A-Z0-9]{9}EXAMPLE)[A-Z0-9]{16})" + _TOKEN_END), "two"),
-    ("GitLab token", (b"glpat-",),
-     re.compile(rb"(?<![A-Za-z0-9_-])glpat-([A-Za-z0-9_-]{20,})(?![A-Za-z0-9_-])"), "cases"),
-    ("npm token", (b"npm_",), re.compile(rb"(?<![A-Za-z0-9_])npm_([A-Za-z0-9]{36})" + _TOKEN_END), "cases"),
-    ("PyPI token", (b"pypi-AgE",),
-     re.compile(rb"(?<![A-Za-z0-9_-])pypi-(AgE[A-Za-z0-9_-]{50,})(?![A-Za-z0-9_-])"), "cases"),
-    ("Hugging Face token", (b"hf_",), re.compile(rb"(?<![A-Za-z0-9_])hf_([A-Za-z]{34})" + _TOKEN_END), "cases"),
-    ("SendGrid key", (b"SG.",),
-     re.compile(rb"(?<![A-Za-z0-9_-])SG\.([A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"), "cases"),
-    ("Telegram bot token", (b":AA",),
-     re.compile(rb"(?<![A-Za-z0-9_])[0-9]{8,10}:(AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])"), "cases"),
-    # Hex bodies (lower case and digits, so "two" kinds): Shopify's app and access tokens, DigitalOcean's
-    # personal, OAuth and refresh tokens, Databricks' personal access tokens.
-    ("Shopify token", (b"shpat_", b"shpss_", b"shpca_", b"shppa_"),
-     re.compile(rb"(?<![A-Za-z0-9_])shp(?:at|ss|ca|pa)_([a-fA-F0-9]{32})" + _TOKEN_END), "two"),
-    ("DigitalOcean token", (b"_v1_",),
-     re.compile(rb"(?<![A-Za-z0-9_])do[por]_v1_([a-f0-9]{64})" + _TOKEN_END), "two"),
-    ("Databricks token", (b"dapi",), re.compile(rb"(?<![A-Za-z0-9_])dapi([a-f0-9]{32})(?:-[0-9])?" + _TOKEN_END), "two"),
-    # An Azure storage account's key, in the connection string the portal hands out.
-    ("Azure storage key", (b"AccountKey=",),
-     re.compile(rb"AccountKey=([A-Za-z0-9+/]{86}==)"), "cases"),
-    # A webhook's URL is its credential: whoever has it posts to the channel. The secret is its last part;
-    # Slack's documented placeholder (`.../T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX`) has one case only.
-    ("Slack webhook", (b"hooks.slack.com/",),
-     re.compile(rb"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9]{8,12}/[A-Za-z0-9]{8,12}/"
-                rb"([A-Za-z0-9]{24,})" + _TOKEN_END), "cases"),
-    ("Discord webhook", (b"/api/webhooks/",),
-     re.compile(rb"discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/([A-Za-z0-9_-]{60,70})(?![A-Za-z0-9_-])"), "cases"),
-    # A JSON Web Token: a signed claim (a session, an API grant) that works until it expires. The header
-    # (`eyJ...`, which only names the algorithm) stays; the claims and the signature are masked.
-    ("JSON web token", (b"eyJ",),
-     re.compile(rb"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,}\.(eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{20,})"
-                rb"(?![A-Za-z0-9_-])"), "cases"),
-    # A password in a URL (`postgres://app:PASSWORD@db/orders`). It must look random, two kinds of character
-    # of letters and digits, eight or more, so the examples of docs and compose files (`user:password@`,
-    # `postgres:postgres@`) and templates (`{password}`, `${DB_PASSWORD}`) are code.
-    ("password in a URL", (b"://",),
-     re.compile(rb"://[A-Za-z0-9._~%-]{0,64}:([A-Za-z0-9._~%!*+=-]{8,128})@[A-Za-z0-9.-]"),
-     "two"),
-)
 
 DEFAULT_DATA_MAX_BYTES = 64 * 1024
 # JSON/YAML/XML over DEFAULT_DATA_MAX_BYTES is data (an OpenAPI spec of that size is one too: its chunks
@@ -246,13 +169,6 @@ _DIGITS = re.compile(r"\d")
 _ALNUM = re.compile(r"[^\W_]")
 
 
-def line_of(data: bytes, offset: int) -> int:
-    """The 1-based line of byte `offset`, lines ended as nodes/file_text.py `decode_file` ends them: by LF, CRLF,
-    or a CR alone (a classic Mac file; an editor and Claude Code's reader break lines there too)."""
-    head = data[:offset]
-    return head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n") + 1
-
-
 def _has_key_body(window: bytes) -> bool:
     """True if a line of key material follows a key header: random base64 has digits and both cases, a
     path or a word run together does not."""
@@ -261,72 +177,6 @@ def _has_key_body(window: bytes) -> bool:
         if _B_DIGIT.search(run) and run.lower() != run and run.upper() != run:
             return True
     return False
-
-
-def _looks_random(body: bytes, rule: str) -> bool:
-    upper, lower = body.lower() != body, body.upper() != body
-    if rule == "cases":
-        return upper and lower
-    return upper + lower + bool(_B_DIGIT.search(body)) >= 2
-
-
-# A password or key that no issuer's shape names, found by the name it is given: a quoted value of twelve or more
-# characters with two digits and both letter cases (a class name such as "PasswordInput2" has one), assigned (`=`, `:`, `=>`) to a name that ends in password, secret,
-# token, api key, access key, auth key, private key or client secret (`DB_PASSWORD = "..."`, `"apiKey": "..."`).
-# The value is found first (a quote after an operator), the name in the few bytes before it: a scan of the file
-# for every name would be ten times slower. Unquoted values (`password: hunter2` in YAML) are not read: too many
-# are examples. An issuer's shape, where one matches, names the token instead (`secret_spans`).
-NAMED_SECRET = "password or key (by its name)"
-_QUOTED_VALUE = re.compile(rb"(?::|=|=>)[ \t]*([\"'])([A-Za-z0-9_+/=.!@#$%^&*~-]{12,128})\1")
-_SECRET_NAME = re.compile(rb"(?i:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key"
-                          rb"|private[_-]?key|client[_-]?secret)(?:[_.-][A-Za-z0-9_.-]{0,24}|[A-Z][A-Za-z0-9]{0,24})?"
-                          rb"[\"']?\]?[ \t]*$")
-_NAME_WINDOW = 48  # bytes before the operator where the name is looked for
-_PUBLIC_KEYS = (b"sk_test_", b"pk_test_", b"rk_test_", b"pk_live_")  # Stripe's test and publishable keys
-
-
-def _named_secret_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
-    """(start, end, NAMED_SECRET) of each value assigned to a secret's name (above)."""
-    for m in _QUOTED_VALUE.finditer(data):
-        value = m.group(2)
-        if len(_B_DIGIT.findall(value)) >= 2 and _looks_random(value, "cases") and not value.startswith(_PUBLIC_KEYS) \
-                and _SECRET_NAME.search(data, max(0, m.start() - _NAME_WINDOW), m.start()):
-            yield m.start(2), m.end(2), NAMED_SECRET
-
-
-def _token_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
-    """(start, end, kind) of the random part of every API token and AWS secret access key in `data`, in the
-    order of the rules. A substring test first: most files hold none of the prefixes, and the regexes never
-    run on them."""
-    for kind, hints, pattern, rule in _API_TOKENS:
-        if any(h in data for h in hints):
-            for m in pattern.finditer(data):
-                if _looks_random(m.group(1), rule):
-                    yield m.start(1), m.end(1), kind
-    if any(h in data for h in _AWS_HINTS):
-        for m in _AWS_SECRET.finditer(data):
-            if _looks_random(m.group(1), "cases"):
-                yield m.start(1), m.end(1), "AWS secret access key"
-
-
-def secret_spans(data: bytes) -> list[tuple[int, int, str]]:
-    """(start, end, kind) of each token in `data` (API tokens, AWS secret access keys, values assigned to a
-    secret's name), sorted, none
-    overlapping: the byte ranges a source file is indexed with masked (nodes/file_text.py). Each is the
-    token's random part; its issuer's prefix (`ghp_`, `sk_live_`) stays, to say what it was."""
-    out: list[tuple[int, int, str]] = []
-    for span in sorted(_token_spans(data)):
-        if not out or span[0] >= out[-1][1]:
-            out.append(span)
-    named = [span for span in _named_secret_spans(data) if not any(span[0] < e and s < span[1] for s, e, _ in out)]
-    return sorted(out + named)
-
-
-def _token_secret(data: bytes) -> Optional[str]:
-    """The kind and line of the first token in `data` (rule order, a secret found by its name last), or None."""
-    for start, _, kind in itertools.chain(_token_spans(data), _named_secret_spans(data)):
-        return f"{kind} at line {line_of(data, start)}"
-    return None
 
 
 def _key_material(data: bytes) -> Optional[str]:
@@ -346,7 +196,7 @@ def _key_material(data: bytes) -> Optional[str]:
 def secret_content(data: bytes) -> Optional[str]:
     """Why these bytes hold a secret of any kind (the detail names its kind and line, never its text), or
     None. Whether the file is then left out depends on its language too (`content_class`)."""
-    return _key_material(data) or _token_secret(data)
+    return _key_material(data) or token_secret(data)
 
 
 def _is_row(line: str) -> bool:
@@ -385,11 +235,11 @@ def data_content(rel_path: str, data: bytes) -> Optional[str]:
 
 def content_class(rel_path: str, data: bytes) -> Optional[tuple[str, str]]:
     """(SECRET or DATA, detail) for a file that was read and is not binary, or None if it may be indexed
-    (source code that holds a token is indexed with it masked: `secret_spans`)."""
+    (source code that holds a token is indexed with it masked: secret_tokens.secret_spans)."""
     why = _key_material(data)
     if why:
         return SECRET, why
-    why = _token_secret(data)
+    why = token_secret(data)
     if why and detect_language(rel_path, data[:200].decode("utf-8", "replace")) not in CODE_LANGUAGES:
         return SECRET, why
     why = data_content(rel_path, data)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from coderag.nodes.file_classes import line_of, secret_spans
+from coderag.nodes.secret_tokens import line_of, secret_spans
 from coderag.nodes.managed_section import blank_managed_sections
 
 REPLACED_NOTE = "decoded with replacement"  # an indexed file had bytes that are not UTF-8

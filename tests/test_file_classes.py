@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from coderag.nodes.file_classes import (DATA, SECRET, content_class, data_content, secret_content, secret_name,
-                                        secret_spans)
+from coderag.nodes.file_classes import DATA, SECRET, content_class, data_content, secret_content, secret_name
+from coderag.nodes.secret_tokens import secret_spans
 
 
 def fake_base64_lines(seed: int, n: int = 6, width: int = 64) -> str:
