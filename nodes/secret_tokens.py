@@ -109,8 +109,9 @@ def _looks_random(body: bytes, rule: str) -> bool:
 
 
 # A password or key that no issuer's shape names, found by the name it is given: a quoted value of twelve or more
-# characters with two digits and both letter cases (a class name such as "PasswordInput2" has one), assigned (`=`, `:`, `=>`) to a name that ends in password, secret,
-# token, api key, access key, auth key, private key or client secret (`DB_PASSWORD = "..."`, `"apiKey": "..."`).
+# characters with two digits and both letter cases (a class name such as "PasswordInput2" has one digit),
+# assigned (`=`, `:`, `=>`) to a name that ends in password, secret, token, api key, access key, auth key,
+# private key or client secret (`DB_PASSWORD = "..."`, `"apiKey": "..."`).
 # The value is found first (a quote after an operator), the name in the few bytes before it: a scan of the file
 # for every name would be ten times slower. Unquoted values (`password: hunter2` in YAML) are not read: too many
 # are examples. An issuer's shape, where one matches, names the token instead (`secret_spans`).
@@ -149,9 +150,9 @@ def _token_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
 
 def secret_spans(data: bytes) -> list[tuple[int, int, str]]:
     """(start, end, kind) of each token in `data` (API tokens, AWS secret access keys, values assigned to a
-    secret's name), sorted, none
-    overlapping: the byte ranges a source file is indexed with masked (nodes/file_text.py). Each is the
-    token's random part; its issuer's prefix (`ghp_`, `sk_live_`) stays, to say what it was."""
+    secret's name), sorted, none overlapping: the byte ranges a source file is indexed with masked
+    (nodes/file_text.py). Each is the token's random part; its issuer's prefix (`ghp_`, `sk_live_`) stays, to
+    say what it was."""
     out: list[tuple[int, int, str]] = []
     for span in sorted(_token_spans(data)):
         if not out or span[0] >= out[-1][1]:
