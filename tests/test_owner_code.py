@@ -32,14 +32,19 @@ START_TIMEOUT_S = 120
 EXIT_TIMEOUT_S = 60
 
 
+def _install_copy(site: Path, copy_function=shutil.copy2) -> Path:
+    """This coderag copied into `site` as a wheel lays it out (the subpackages inside coderag/)."""
+    for name in (*PACKAGES, "coderag.eval"):
+        src = find_spec(name).submodule_search_locations[0]
+        shutil.copytree(src, site / name.replace(".", "/"), dirs_exist_ok=True, copy_function=copy_function,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return site
+
+
 @pytest.fixture(scope="module")
 def other_code(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The environment of a process that runs a copy of this coderag with one line added to one module."""
-    site = tmp_path_factory.mktemp("other_code")
-    for name in (*PACKAGES, "coderag.eval"):
-        src = find_spec(name).submodule_search_locations[0]
-        shutil.copytree(src, site / name.replace(".", "/"), dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    site = _install_copy(tmp_path_factory.mktemp("other_code"))
     with open(site / "coderag" / "base" / "paths.py", "a", encoding="utf-8") as f:
         f.write("\n# the release before or after this one\n")
     return {**os.environ, "PYTHONPATH": str(site)}
@@ -47,11 +52,7 @@ def other_code(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_two_installs_of_the_same_code_agree(tmp_path: Path) -> None:
     """A copy with other file times (a second install of the same release) has the same digest."""
-    site = tmp_path / "site"
-    for name in (*PACKAGES, "coderag.eval"):
-        src = find_spec(name).submodule_search_locations[0]
-        shutil.copytree(src, site / name.replace(".", "/"), dirs_exist_ok=True, copy_function=shutil.copy,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    site = _install_copy(tmp_path / "site", copy_function=shutil.copy)  # copy: new file times
     out = subprocess.run([sys.executable, "-c", "import coderag.pipelines as p; from coderag.base.code_id import "
                           "code_id; print(p.__file__); print(code_id())"],
                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True,
