@@ -79,7 +79,7 @@ def status_lines(root: Path, owner_pid: Optional[int], built_with: Optional[str]
     from coderag.base.errors import ConfigError
     from coderag.owner_changes import BUILDING
 
-    client = owner_client(root) if owner_pid else None
+    client = owner_client(root, replace_other_code=False) if owner_pid else None
     if client is not None:
         try:
             st = client.call("status")

@@ -45,7 +45,8 @@ def status_command(path: Path) -> None:
     import json
     from collections import Counter
 
-    from coderag.daemon import owner_pid
+    from coderag.base.code_id import code_id
+    from coderag.daemon import owner_info
     from coderag.base.paths import DB_NAME, index_dir, tighten_index
     from coderag.pipelines.changes import detect_changes
     from coderag.pipelines.skip_report import skip_report
@@ -77,9 +78,12 @@ def status_command(path: Path) -> None:
     click.echo(f"model:       {fp.get('model', 'unknown')}")
     click.echo(f"last update: {last}")
     click.echo(f"permissions: {private.note()}")
-    pid = owner_pid(root)
-    click.echo("owner:       " + (f"pid {pid} (searches and updates go through it)" if pid else
-                                  "none (the next search starts one in the background)"))
+    owner = owner_info(root)
+    pid = int(owner["pid"]) if owner else None
+    other = owner is not None and owner.get("code") != code_id()
+    click.echo("owner:       " + (f"pid {pid} (searches and updates go through it" + (
+        "; it runs other coderag code than this command, until restarted)" if other else ")") if pid else
+        "none (the next search starts one in the background)"))
     from coderag.cli_owner import status_lines
 
     for line in status_lines(root, pid, built_with):  # the owner's build and settings, or a settings change

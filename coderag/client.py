@@ -44,8 +44,10 @@ def owner_socket(root: Path) -> Optional[str]:
         return None
 
 
-def owner_client(root: Path) -> Optional["IndexClient"]:
+def owner_client(root: Path, replace_other_code: bool = True) -> Optional["IndexClient"]:
     """A client of the process that serves the index of `root` (it answered a ping), or None when nobody does.
+    An owner that runs other coderag code is replaced or named (`_owner_of_other_code`) unless
+    `replace_other_code` is False (`coderag status`, which only reports).
 
     The one place owners are found: `connect()` (the MCP server) and every CLI command use it."""
     sock = owner_socket(root)
@@ -60,7 +62,7 @@ def owner_client(root: Path) -> Optional["IndexClient"]:
     except (OwnerGone, RemoteError, OSError, ValueError):
         client.close()
         return None
-    if isinstance(answer, dict) and answer.get("code") == code_id():
+    if not replace_other_code or (isinstance(answer, dict) and answer.get("code") == code_id()):
         return client
     return _owner_of_other_code(client, root, answer)
 

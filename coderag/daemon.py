@@ -115,19 +115,25 @@ def await_owner(root: Path, proc: Optional[subprocess.Popen], spawn_fd: int,
     return None
 
 
-def owner_pid(root: Path) -> Optional[int]:
-    """The pid of the process serving the index of `root` (as its owner.json names it, and alive), without
-    a request to it: asking would count as use and put off its idle exit."""
+def owner_info(root: Path) -> Optional[dict]:
+    """What the process serving the index of `root` wrote in owner.json (its pid, socket, start, code digest),
+    if it is alive; read without a request to it: asking would count as use and put off its idle exit."""
     import json
 
     from coderag.base.paths import index_dir
 
     try:
-        pid = int(json.loads((index_dir(root) / OWNER_FILE).read_text("utf-8"))["pid"])
-        os.kill(pid, 0)
+        info = json.loads((index_dir(root) / OWNER_FILE).read_text("utf-8"))
+        os.kill(int(info["pid"]), 0)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return pid
+    return info
+
+
+def owner_pid(root: Path) -> Optional[int]:
+    """The pid of the process serving the index of `root`, alive (`owner_info`), or None."""
+    info = owner_info(root)
+    return int(info["pid"]) if info is not None else None
 
 
 def idle_for(service) -> float:

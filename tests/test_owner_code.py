@@ -126,6 +126,17 @@ def test_a_background_owner_of_other_code_hands_the_index_over(tmp_path: Path, o
         assert ping["pid"] == proc.pid and ping["code"] != code_id()
         monkeypatch.delenv(NO_DAEMON_ENV, raising=False)
         runner = CliRunner()
+        # `coderag status` reports; it does not stop the owner
+        res = runner.invoke(main, ["status", str(root)])
+        assert res.exit_code == 0, res.output
+        assert (f"owner:       pid {proc.pid} (searches and updates go through it; it runs other coderag code "
+                "than this command, until restarted)") in res.output, res.output
+        client = IndexClient(root, json.loads((root / ".coderag" / "owner.json").read_text("utf-8"))["socket"])
+        try:
+            client.call("status")  # an owner asked to hand over refuses requests while it stops
+        finally:
+            client.close()
+        assert proc.poll() is None, "a status stopped the owner"
         res = runner.invoke(main, ["search", QUERY, "--root", str(root), "--format", "xml"])
         assert res.exit_code == 0, res.output
         assert ET.fromstring(res.stdout).findtext("result/source_file") == ANSWER
