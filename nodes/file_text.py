@@ -85,7 +85,11 @@ def mask_secrets(data: bytes) -> tuple[bytes, tuple[tuple[int, str], ...]]:
     out = bytearray(data)
     for start, end, _ in spans:
         out[start:end] = mask(end - start)
-    return bytes(out), tuple((line_of(data, start), kind) for start, _, kind in spans)
+    lines, line, pos = [], 1, 0
+    for start, _, kind in spans:
+        line, pos = line_of(data, start, pos, line), start
+        lines.append((line, kind))
+    return bytes(out), tuple(lines)
 
 
 def decode_file(data: bytes) -> DecodedText:

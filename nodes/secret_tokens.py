@@ -94,11 +94,13 @@ _API_TOKENS = (
 )
 
 
-def line_of(data: bytes, offset: int) -> int:
+def line_of(data: bytes, offset: int, start: int = 0, line: int = 1) -> int:
     """The 1-based line of byte `offset`, lines ended as nodes/file_text.py `decode_file` ends them: by LF, CRLF,
-    or a CR alone (a classic Mac file; an editor and Claude Code's reader break lines there too)."""
-    head = data[:offset]
-    return head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n") + 1
+    or a CR alone (a classic Mac file; an editor and Claude Code's reader break lines there too). Counted on
+    from byte `start` of line `line`, so that the lines of many offsets cost one pass (`start`, like `offset`,
+    must not fall between the CR and the LF of a CRLF: a token's first byte never does)."""
+    return (line + data.count(b"\n", start, offset) + data.count(b"\r", start, offset)
+            - data.count(b"\r\n", start, offset))
 
 
 def _looks_random(body: bytes, rule: str) -> bool:
