@@ -80,10 +80,12 @@ def status_command(path: Path) -> None:
     click.echo(f"permissions: {private.note()}")
     owner = owner_info(root)
     pid = int(owner["pid"]) if owner else None
-    other = owner is not None and owner.get("code") != code_id()
-    click.echo("owner:       " + (f"pid {pid} (searches and updates go through it" + (
-        "; it runs other coderag code than this command, until restarted)" if other else ")") if pid else
-        "none (the next search starts one in the background)"))
+    if owner is None:
+        click.echo("owner:       none (the next search starts one in the background)")
+    else:
+        other = "; it runs other coderag code than this command, until restarted" if owner.get("code") != code_id() \
+            else ""
+        click.echo(f"owner:       pid {pid} (searches and updates go through it{other})")
     from coderag.cli_owner import status_lines
 
     for line in status_lines(root, pid, built_with):  # the owner's build and settings, or a settings change

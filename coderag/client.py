@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 from coderag.base.code_id import code_id
 from coderag.base.errors import CodeRagError, IndexLockedError
-from coderag.base.handover import HAND_OVER
+from coderag.base.handover import ask_owner_to_hand_over
 from coderag.base.lock import DEFAULT_WAIT_S
 from coderag.base.paths import index_dir
 
@@ -77,8 +77,8 @@ def _owner_of_other_code(client: "IndexClient", root: Path, ping: Any) -> Option
     the index or starts an owner with this code. One that keeps the index while it runs (a Claude Code
     session's `coderag mcp`, a `coderag serve`) goes on answering, and the command says so once."""
     try:
-        client.call(HAND_OVER, pid=os.getpid())
-    except RemoteError:
+        ask_owner_to_hand_over(index_dir(root))  # as a notebook's CodeIndex.open asks (base/handover.py)
+    except IndexLockedError:
         pid = ping.get("pid", "?") if isinstance(ping, dict) else "?"
         if root not in _told:
             _told.add(root)
@@ -86,8 +86,6 @@ def _owner_of_other_code(client: "IndexClient", root: Path, ping: Any) -> Option
                         "before coderag was upgraded or checked out); it answers with that code until it is "
                         "restarted.", root, pid)
         return client
-    except (OwnerGone, OSError, ValueError):
-        pass
     client.close()
     return None
 
