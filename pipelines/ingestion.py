@@ -23,9 +23,10 @@ from coderag.store.previous_cache import embedding_cache
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE,
                                  STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
 
-SPLITTER_VERSION = "5"  # 2: small siblings merged (chunking.min_tokens); 3: TypeScript overload signatures;
+SPLITTER_VERSION = "6"  # 2: small siblings merged (chunking.min_tokens); 3: TypeScript overload signatures;
 # 4: JS/TS constants defined by a wrapped function (`const X = make("X", (a) => {...})`); 5: leaves that only
-# declare are marked (DECLARATION_KEY)
+# declare are marked (DECLARATION_KEY); 6: a CR alone ends a line (an older index holds such a file as one
+# line, so its line numbers were wrong), and a window always adds a line to the one before
 BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024
 
