@@ -39,8 +39,9 @@ SECRET, DATA = "secret", "data"
 # `__mocks__` and jscodeshift's `__testfixtures__` are fixture folders (file_roles.FIXTURE_DIRS); 5: AWS
 # access key IDs and secret keys under any `aws_secret` name, GitLab, npm, PyPI, Hugging Face, SendGrid and
 # Telegram, Shopify, DigitalOcean and Databricks tokens, Azure storage keys, Slack and Discord webhooks, JSON
-# web tokens, passwords in URLs; 6: random values assigned to a password's or key's name.
-RULES_VERSION = "6"
+# web tokens, passwords in URLs; 6: random values assigned to a password's or key's name; 7: such values
+# unquoted at a line's end, and hex keys; Terraform's `.tfvars` files.
+RULES_VERSION = "7"
 RECHECKED_REASONS = frozenset({SECRET, "encoding"})
 
 # Files in these languages are code or prose whatever their numbers: the row and base64 sniffs are for the
@@ -61,7 +62,9 @@ SECRET_SUFFIXES = frozenset({
                                                                           # they sit next to their keys
     ".keystore", ".jks", ".bks", ".kdbx", ".keychain", ".keychain-db",    # key stores
     ".gpg", ".pgp",                                                       # encrypted files, keyrings
-    ".tfstate",                                                           # Terraform state: plaintext secrets
+    ".tfstate", ".tfvars",                                                # Terraform state and variable values:
+                                                                          # plaintext secrets (Terraform's own
+                                                                          # .gitignore template leaves them out)
     ".env", ".secret", ".secrets", ".kubeconfig",
 })
 # Whole names. `.npmrc`, `.pypirc`, `.yarnrc.yml` are skipped whether or not they hold a token today: they
@@ -75,6 +78,8 @@ SECRET_NAMES = frozenset({
 # Names that start so, unless they end in a code extension (`id_rsa.go` is code) or in `.pub` (a public key
 # is published by design: indexed as any text file): SSH keys (`id_rsa`, `id_rsa.old`, `id_ed25519_github`),
 # Google OAuth client files (`client_secret_123.apps.googleusercontent.com.json`), Terraform state backups.
+# Names that end so (a suffix of two parts): Terraform's variable values as JSON.
+SECRET_ENDINGS = (".tfvars.json",)
 SECRET_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "client_secret", "terraform.tfstate")
 PUBLIC_KEY_SUFFIX = ".pub"
 # Every `.env.*`, code extension or not (`.env.js` configs hold the same values). Templates (`.env.example`,
@@ -119,6 +124,8 @@ def secret_name(rel_path: str) -> Optional[str]:
         return f"{name} file"
     if suffix in SECRET_SUFFIXES:
         return f"{suffix} file"
+    if name.endswith(SECRET_ENDINGS):
+        return f"{next(x for x in SECRET_ENDINGS if name.endswith(x))} file"
     if name.startswith(ENV_PREFIX):
         return f"{ENV_PREFIX}* file"
     if name.startswith(SECRET_PREFIXES) and suffix not in _CODE_SUFFIXES and suffix != PUBLIC_KEY_SUFFIX:

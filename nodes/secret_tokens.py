@@ -110,29 +110,55 @@ def _looks_random(body: bytes, rule: str) -> bool:
     return upper + lower + bool(_B_DIGIT.search(body)) >= 2
 
 
-# A password or key that no issuer's shape names, found by the name it is given: a quoted value of twelve or more
-# characters with two digits and both letter cases (a class name such as "PasswordInput2" has one digit),
-# assigned (`=`, `:`, `=>`) to a name that ends in password, secret, token, api key, access key, auth key,
-# private key or client secret (`DB_PASSWORD = "..."`, `"apiKey": "..."`).
-# The value is found first (a quote after an operator), the name in the few bytes before it: a scan of the file
-# for every name would be ten times slower. Unquoted values (`password: hunter2` in YAML) are not read: too many
-# are examples. An issuer's shape, where one matches, names the token instead (`secret_spans`).
+# A password or key that no issuer's shape names, found by the name it is given: a value of twelve or more
+# characters assigned (`=`, `:`, `=>`) to a name that ends in password, secret, token, api key, access key,
+# auth key, private key or client secret (`DB_PASSWORD = "..."`, `"apiKey": "..."`, `password: ...` in YAML,
+# `db.password=...` in a properties file, `export API_TOKEN=...`). The value must look random: two digits and
+# both letter cases (a class name such as "PasswordInput2" has one digit), or thirty-two or more hex digits
+# with letters among them (Twilio's and Mailgun's keys, a 128-bit key written out: a digest under a secret's
+# name is masked too, which costs a search nothing). An unquoted value must end its line (a comment may follow)
+# and not be a dotted name: `api_key: settings.API_KEY_V2`, `token = make_token(...)` and `${TOKEN}` are code.
+# The value is found first (after an operator), the name in the few bytes before it: a scan of the file for
+# every name would be ten times slower. An issuer's shape, where one matches, names the token instead
+# (`secret_spans`).
 NAMED_SECRET = "password or key (by its name)"
-_QUOTED_VALUE = re.compile(rb"(?::|=|=>)[ \t]*([\"'])([A-Za-z0-9_+/=.!@#$%^&*~-]{12,128})\1")
+_VALUE_CHARS = rb"[A-Za-z0-9_+/=.!@#$%^&*~-]"
+_ASSIGNED_VALUE = re.compile(rb"(?::|=|=>)[ \t]*(?:([\"'])(" + _VALUE_CHARS + rb"{12,128})\1"
+                             rb"|([A-Za-z0-9+/]" + _VALUE_CHARS + rb"{11,127})(?=[ \t]+#|[ \t]*(?:[\r\n]|\Z)))")
+_DOTTED_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+_HEX_KEY = re.compile(rb"[0-9a-f]{32,}|[0-9A-F]{32,}")
+_B_LETTER = re.compile(rb"[A-Za-z]")
 _SECRET_NAME = re.compile(rb"(?i:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key"
-                          rb"|private[_-]?key|client[_-]?secret)(?:[_.-][A-Za-z0-9_.-]{0,24}|[A-Z][A-Za-z0-9]{0,24})?"
+                          rb"|private[_-]?key|client[_-]?secret)((?:[_.-][A-Za-z0-9_.-]{0,24}|[A-Z][A-Za-z0-9]{0,24})?)"
                           rb"[\"']?\]?[ \t]*$")
 _NAME_WINDOW = 48  # bytes before the operator where the name is looked for
 _PUBLIC_KEYS = (b"sk_test_", b"pk_test_", b"rk_test_", b"pk_live_")  # Stripe's test and publishable keys
 
 
+def _random_kind(value: bytes) -> Optional[str]:
+    """"cases" or "hex" for a value that looks like a generated password or key (above), None for a word, a name
+    or a placeholder."""
+    if len(_B_DIGIT.findall(value)) < 2 or value.startswith(_PUBLIC_KEYS):
+        return None
+    if _looks_random(value, "cases"):
+        return "cases"
+    return "hex" if _HEX_KEY.fullmatch(value) and _B_LETTER.search(value) else None
+
+
 def _named_secret_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
-    """(start, end, NAMED_SECRET) of each value assigned to a secret's name (above)."""
-    for m in _QUOTED_VALUE.finditer(data):
-        value = m.group(2)
-        if len(_B_DIGIT.findall(value)) >= 2 and _looks_random(value, "cases") and not value.startswith(_PUBLIC_KEYS) \
-                and _SECRET_NAME.search(data, max(0, m.start() - _NAME_WINDOW), m.start()):
-            yield m.start(2), m.end(2), NAMED_SECRET
+    """(start, end, NAMED_SECRET) of each value assigned to a secret's name (above). A hex value under a name
+    with a dotted tail is a file's digest (`"src/token.rs": "<sha256>"` in a checksum list), not a key."""
+    for m in _ASSIGNED_VALUE.finditer(data):
+        group = 2 if m.group(2) is not None else 3
+        value = m.group(group)
+        if group == 3 and _DOTTED_NAME.fullmatch(value):
+            continue
+        kind = _random_kind(value)
+        if kind is None:
+            continue
+        name = _SECRET_NAME.search(data, max(0, m.start() - _NAME_WINDOW), m.start())
+        if name is not None and not (kind == "hex" and b"." in name.group(1)):
+            yield m.start(group), m.end(group), NAMED_SECRET
 
 
 def _token_spans(data: bytes) -> Iterator[tuple[int, int, str]]:

@@ -32,6 +32,7 @@ def pem(kind: str, seed: int = 1) -> str:
     ".envrc", ".netrc", ".pgpass", ".npmrc", ".pypirc", ".git-credentials", ".htpasswd",
     ".aws/credentials", "ops/.aws/config", "home/.ssh/known_hosts", ".kube/config",
     "infra/terraform.tfstate", "infra/terraform.tfstate.backup", "config/secrets.yml",
+    "infra/terraform.tfvars", "infra/prod.auto.tfvars", "infra/terraform.tfvars.json",
     "client_secret_1234.apps.googleusercontent.com.json",
 ])
 def test_file_classes_secret_names(rel: str) -> None:
@@ -42,6 +43,7 @@ def test_file_classes_secret_names(rel: str) -> None:
     "nodes/keys.py", "src/key.go", "crypto/id_rsa.go", "auth/client_secret.py", "Makefile", "README.md",
     "src/env.py", "config/environment.ts", "web/env.d.ts", "keys.json", "tests/fixtures/sample.json",
     "docs/certificates.md", "pem.py", "credentials.py", "src/secrets_manager.py",
+    "infra/main.tf", "infra/variables.tf", "infra/terraform.tfvars.example",
     "deploy/id_rsa.pub", "home/id_ed25519_github.pub",  # public keys are published: not secrets (issue 27)
 ])
 def test_file_classes_code_that_looks_like_a_secret_is_not(rel: str) -> None:
@@ -235,8 +237,8 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     'stripe.api_key = "sk' + '_live_' + 'x' * 24 + '"\n',
     'key = "AI' + 'za' + 'x' * 35 + '"\n',
     # the wrong length: one short, one long (a run glued to more characters is not that token)
-    "token = " + GH + fake(35, 21) + "\n",
-    "token = " + GH + fake(37, 22) + "\n",
+    "ref = " + GH + fake(35, 21) + "\n",
+    "ref = " + GH + fake(37, 22) + "\n",
     'key = "AI' + 'za' + fake(34, 23) + '"\n',
     # `sk-` followed by a hex digest, a slug, or too little; and `sk-` inside a longer word
     "cache key: sk-" + "3f786850e387550fdab836ed7e6dc881de23001b" + "\n",
@@ -262,6 +264,16 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     'password = "changeme"\nDB_PASSWORD = "your-password-here"\n',
     'SECRET_KEY = os.environ["SECRET_KEY"]\napi_key = settings.API_KEY\n',
     'tokenizer_class = "BertTokenizerFast1"\npassword_field = "PasswordInput2"\n',
+    # unquoted: a reference, a call, a template, a value inside a list, words
+    "api_key: settings.API_KEY_V22\n",
+    "token = make_token(Abc12x34Yz)\n",
+    "password: ${DB_PASSWORD_12Ab}\n",
+    "auth = {secret: Xk8fP2mQ9vLw3, user: ci}\n",
+    "password_hint: the vault entry of 2024-01\n",
+    # a file's digest under a file name that holds a secret's word (Cargo's checksum lists)
+    '{"files":{"src/token.rs":"' + "3f" * 32 + '","src/secret.go":"' + "9c" * 32 + '"}}\n',
+    # a hex value with no letter is a number
+    'access_token_ttl = "' + "12345678" * 4 + '"\n',
     # Slack's documented placeholder webhook
     "url: https://hooks.slack.com/services/T00000000/B00000000/" + "X" * 24 + "\n",
     # URLs whose password is an example or a template, and URLs with a user and no password
@@ -281,6 +293,7 @@ SLACK_HOOK_SECRET, DISCORD_HOOK_SECRET = fake(24, 50), fake(68, 51, _BASE62 + "-
 AWS_SECRET_KEY = fake(40, 52, _BASE62 + "/+")
 URL_PASSWORD = fake(14, 53)
 NAMED_VALUE = "x9K" + fake(13, 55) + "4"
+HEX_KEY = "a1" + fake(30, 56, "0123456789abcdef")
 
 
 def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
@@ -305,6 +318,13 @@ def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
     ('DB_PASSWORD = "' + NAMED_VALUE + '"\n', "password or key (by its name)", NAMED_VALUE),
     ('{"apiKey": "' + NAMED_VALUE + '", "region": "eu"}\n', "password or key (by its name)", NAMED_VALUE),
     ("$settings['client_secret'] => '" + NAMED_VALUE + "';\n", "password or key (by its name)", NAMED_VALUE),
+    # unquoted, at the end of a line: YAML, a properties file, a shell export with a comment after it
+    ("database:\n  host: db\n  password: " + NAMED_VALUE + "\n", "password or key (by its name)", NAMED_VALUE),
+    ("spring.datasource.password=" + NAMED_VALUE + "\r\n", "password or key (by its name)", NAMED_VALUE),
+    ("export API_TOKEN=" + NAMED_VALUE + "  # rotate monthly\n", "password or key (by its name)", NAMED_VALUE),
+    # hex keys with no prefix (Twilio's auth token, a 128-bit key written out), lower or upper case
+    ('TWILIO_AUTH_TOKEN = "' + HEX_KEY + '"\n', "password or key (by its name)", HEX_KEY),
+    ("signing_secret: " + HEX_KEY.upper() + "\n", "password or key (by its name)", HEX_KEY.upper()),
 ])
 def test_file_classes_webhooks_aws_secrets_and_url_passwords_are_secrets(text: str, kind: str, secret: str) -> None:
     """The part that is the credential is masked (a webhook's last path segment, the key's value, the URL's
