@@ -113,17 +113,19 @@ def _looks_random(body: bytes, rule: str) -> bool:
 # A password or key that no issuer's shape names, found by the name it is given: a value of twelve or more
 # characters assigned (`=`, `:`, `=>`) to a name that ends in password, secret, token, api key, access key,
 # auth key, private key or client secret (`DB_PASSWORD = "..."`, `"apiKey": "..."`, `password: ...` in YAML,
-# `db.password=...` in a properties file, `export API_TOKEN=...`). The value must look random: two digits and
-# both letter cases (a class name such as "PasswordInput2" has one digit), or thirty-two or more hex digits
-# with letters among them (Twilio's and Mailgun's keys, a 128-bit key written out: a digest under a secret's
-# name is masked too, which costs a search nothing). An unquoted value must end its line (a comment may follow)
-# and not be a dotted name: `api_key: settings.API_KEY_V2`, `token = make_token(...)` and `${TOKEN}` are code.
+# `db.password=...` in a properties file, `export API_TOKEN=...`), or quoted after the quoted name as the
+# next argument (`define('DB_PASSWORD', '...')`, `os.getenv("API_TOKEN", "...")`). The value must look random:
+# two digits and both letter cases (a class name such as "PasswordInput2" has one digit), or thirty-two or more
+# hex digits with letters among them (Twilio's and Mailgun's keys, a 128-bit key written out: a digest under a
+# secret's name is masked too, which costs a search nothing). An unquoted value must end its line (a comment
+# may follow) and not be a dotted name: `api_key: settings.API_KEY_V2`, `token = make_token(...)` and
+# `${TOKEN}` are code.
 # The value is found first (after an operator), the name in the few bytes before it: a scan of the file for
 # every name would be ten times slower. An issuer's shape, where one matches, names the token instead
 # (`secret_spans`).
 NAMED_SECRET = "password or key (by its name)"
 _VALUE_CHARS = rb"[A-Za-z0-9_+/=.!@#$%^&*~-]"
-_ASSIGNED_VALUE = re.compile(rb"(?::|=|=>)[ \t]*(?:([\"'])(" + _VALUE_CHARS + rb"{12,128})\1"
+_ASSIGNED_VALUE = re.compile(rb"(:|=>|=|(?<=[\"']),)[ \t]*(?:([\"'])(" + _VALUE_CHARS + rb"{12,128})\2"
                              rb"|([A-Za-z0-9+/]" + _VALUE_CHARS + rb"{11,127})(?=[ \t]+#|[ \t]*(?:[\r\n]|\Z)))")
 _DOTTED_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 _HEX_KEY = re.compile(rb"[0-9a-f]{32,}|[0-9A-F]{32,}")
@@ -149,9 +151,9 @@ def _named_secret_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
     """(start, end, NAMED_SECRET) of each value assigned to a secret's name (above). A hex value under a name
     with a dotted tail is a file's digest (`"src/token.rs": "<sha256>"` in a checksum list), not a key."""
     for m in _ASSIGNED_VALUE.finditer(data):
-        group = 2 if m.group(2) is not None else 3
+        group = 3 if m.group(3) is not None else 4
         value = m.group(group)
-        if group == 3 and _DOTTED_NAME.fullmatch(value):
+        if group == 4 and (m.group(1) == b"," or _DOTTED_NAME.fullmatch(value)):
             continue
         kind = _random_kind(value)
         if kind is None:

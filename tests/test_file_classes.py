@@ -202,6 +202,10 @@ TOKENS = {
 }
 
 
+NAMED_VALUE = "x9K" + fake(13, 55) + "4"
+HEX_KEY = "a1" + fake(30, 56, "0123456789abcdef")
+
+
 @pytest.mark.parametrize("kind", list(TOKENS))
 @pytest.mark.parametrize("wrap", [
     "{t}\n",                                                   # a token file
@@ -270,6 +274,10 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     "password: ${DB_PASSWORD_12Ab}\n",
     "auth = {secret: Xk8fP2mQ9vLw3, user: ci}\n",
     "password_hint: the vault entry of 2024-01\n",
+    # after a comma: an unquoted name, or an unquoted value
+    'check(token, "' + NAMED_VALUE + '")\n',
+    '("password", ' + NAMED_VALUE + ')\n',
+    "fields = 'token'," + NAMED_VALUE + "\n",
     # a file's digest under a file name that holds a secret's word (Cargo's checksum lists)
     '{"files":{"src/token.rs":"' + "3f" * 32 + '","src/secret.go":"' + "9c" * 32 + '"}}\n',
     # a hex value with no letter is a number
@@ -292,8 +300,6 @@ def test_file_classes_api_token_look_alikes_stay_indexed(text: str) -> None:
 SLACK_HOOK_SECRET, DISCORD_HOOK_SECRET = fake(24, 50), fake(68, 51, _BASE62 + "-_")
 AWS_SECRET_KEY = fake(40, 52, _BASE62 + "/+")
 URL_PASSWORD = fake(14, 53)
-NAMED_VALUE = "x9K" + fake(13, 55) + "4"
-HEX_KEY = "a1" + fake(30, 56, "0123456789abcdef")
 
 
 def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
@@ -322,6 +328,9 @@ def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
     ("database:\n  host: db\n  password: " + NAMED_VALUE + "\n", "password or key (by its name)", NAMED_VALUE),
     ("spring.datasource.password=" + NAMED_VALUE + "\r\n", "password or key (by its name)", NAMED_VALUE),
     ("export API_TOKEN=" + NAMED_VALUE + "  # rotate monthly\n", "password or key (by its name)", NAMED_VALUE),
+    # the value after its quoted name: a PHP constant, a default for a variable the environment lacks
+    ("define('DB_PASSWORD', '" + NAMED_VALUE + "');\n", "password or key (by its name)", NAMED_VALUE),
+    ('key = os.getenv("API_TOKEN", "' + NAMED_VALUE + '")\n', "password or key (by its name)", NAMED_VALUE),
     # hex keys with no prefix (Twilio's auth token, a 128-bit key written out), lower or upper case
     ('TWILIO_AUTH_TOKEN = "' + HEX_KEY + '"\n', "password or key (by its name)", HEX_KEY),
     ("signing_secret: " + HEX_KEY.upper() + "\n", "password or key (by its name)", HEX_KEY.upper()),
