@@ -27,7 +27,7 @@ from typing import Optional
 
 from coderag.nodes.file_roles import FIXTURE_DIRS
 from coderag.nodes.languages import EXTENSIONS, detect_language
-from coderag.nodes.secret_tokens import line_of, token_secret
+from coderag.nodes.secret_tokens import B_DIGIT, line_of, token_secret
 
 SECRET, DATA = "secret", "data"
 # Bumped when a rule is added that may class a file an older index holds as a secret or data: the next
@@ -157,7 +157,6 @@ def data_name(rel_path: str) -> Optional[str]:
 _KEY_HEADER = re.compile(rb"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----")
 _KEY_BODY = re.compile(rb"(?:\n|\\n|[\"'`])[ \t\"'`+]*([A-Za-z0-9+/]{32,})")
 KEY_BODY_WINDOW = 300
-_B_DIGIT = re.compile(rb"[0-9]")
 _PUTTY_KEY = re.compile(rb"PuTTY-User-Key-File-\d+:")
 _GCP_ACCOUNT = re.compile(rb"\"type\"\s*:\s*\"service_account\"")
 
@@ -181,7 +180,7 @@ def _has_key_body(window: bytes) -> bool:
     path or a word run together does not."""
     for m in _KEY_BODY.finditer(window):
         run = m.group(1)
-        if _B_DIGIT.search(run) and run.lower() != run and run.upper() != run:
+        if B_DIGIT.search(run) and run.lower() != run and run.upper() != run:
             return True
     return False
 

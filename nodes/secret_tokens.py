@@ -13,7 +13,7 @@ import itertools
 import re
 from typing import Iterator, Optional
 
-_B_DIGIT = re.compile(rb"[0-9]")
+B_DIGIT = re.compile(rb"[0-9]")  # a digit in bytes (file_classes reads key bodies with it too)
 
 # The value, not the name: code that reads the variable (`os.environ["AWS_SECRET_ACCESS_KEY"]`) is code.
 # Also the `SecretAccessKey` of AWS's JSON answers (`aws sts assume-role`), and a key under a shorter name of
@@ -107,7 +107,7 @@ def _looks_random(body: bytes, rule: str) -> bool:
     upper, lower = body.lower() != body, body.upper() != body
     if rule == "cases":
         return upper and lower
-    return upper + lower + bool(_B_DIGIT.search(body)) >= 2
+    return upper + lower + bool(B_DIGIT.search(body)) >= 2
 
 
 # A password or key that no issuer's shape names, found by the name it is given: a value of twelve or more
@@ -140,7 +140,7 @@ _PUBLIC_KEYS = (b"sk_test_", b"pk_test_", b"rk_test_", b"pk_live_")  # Stripe's 
 def _random_kind(value: bytes) -> Optional[str]:
     """"cases" or "hex" for a value that looks like a generated password or key (above), None for a word, a name
     or a placeholder."""
-    if len(_B_DIGIT.findall(value)) < 2 or value.startswith(_PUBLIC_KEYS):
+    if len(B_DIGIT.findall(value)) < 2 or value.startswith(_PUBLIC_KEYS):
         return None
     if _looks_random(value, "cases"):
         return "cases"
