@@ -8,7 +8,7 @@ Two reasons, each a skip reason of its own in the skip report and in `coderag st
   opened; the content check runs on every file read. An API token (GitHub, GitLab, Slack, Stripe live,
   Google API, OpenAI/Anthropic-style `sk-`, npm, PyPI, Hugging Face, SendGrid, Telegram, Shopify,
   DigitalOcean, Databricks), an Azure storage key, a Slack or Discord webhook, a JSON web token, a password in
-  a URL, an AWS access key ID or secret access key, or a random value assigned to a name like `DB_PASSWORD` or
+  a URL or a connection string, an AWS access key ID or secret access key, or a random value assigned to a name like `DB_PASSWORD` or
   `apiKey` makes a file a secret too, unless the file is source code (CODE_LANGUAGES): there the token is one
   line of hundreds, so the file is indexed with the token's characters masked (nodes/secret_tokens.py,
   nodes/file_text.py) rather than lost to search.
@@ -40,7 +40,7 @@ SECRET, DATA = "secret", "data"
 # access key IDs and secret keys under any `aws_secret` name, GitLab, npm, PyPI, Hugging Face, SendGrid and
 # Telegram, Shopify, DigitalOcean and Databricks tokens, Azure storage keys, Slack and Discord webhooks, JSON
 # web tokens, passwords in URLs; 6: random values assigned to a password's or key's name; 7: such values
-# unquoted at a line's end, and hex keys; Terraform's `.tfvars` files.
+# unquoted at a line's end, and hex keys; passwords in connection strings; Terraform's `.tfvars` files.
 RULES_VERSION = "7"
 RECHECKED_REASONS = frozenset({SECRET, "encoding"})
 

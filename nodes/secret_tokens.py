@@ -91,6 +91,13 @@ _API_TOKENS = (
     ("password in a URL", (b"://",),
      re.compile(rb"://[A-Za-z0-9._~%-]{0,64}:([A-Za-z0-9._~%!*+=-]{8,128})@[A-Za-z0-9.-]"),
      "two"),
+    # The same in a connection string's fields (ADO.NET and ODBC `...;Password=...;`, `PWD=...`, a JDBC URL's
+    # `&password=...`: a field after `;`, `?`, `&` or a string's quote), read as a URL's: eight or more
+    # characters of two kinds, up to the next field or quote.
+    # A template (`{password}`, `${DB_PASSWORD}`) or a call or argument (`password=getpass()`, `password=pw,`)
+    # is code.
+    ("password in a connection string", (b"assword=", b"ASSWORD=", b"wd=", b"WD="),
+     re.compile(rb"[;?&\"'][ \t]*(?i:password|pwd)=([^;&\"'\s<>{}$(),\[\]]{8,128})(?=[;&\"'\s<]|\Z)"), "two"),
 )
 
 

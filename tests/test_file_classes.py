@@ -274,6 +274,10 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     "password: ${DB_PASSWORD_12Ab}\n",
     "auth = {secret: Xk8fP2mQ9vLw3, user: ci}\n",
     "password_hint: the vault entry of 2024-01\n",
+    # connection strings and arguments with a password that is an example, a template, a call or a name
+    '"Default": "Server=db;User Id=sa;Password=password;"\n',
+    'conn = f"Server=db;Password={password};"\nurl = "jdbc:mysql://db/app?password=${DB_PASSWORD}"\n',
+    "password=getpass()\nclient = connect(host, password=pw_Value2)\nlogin(password=Password2, user=u)\n",
     # after a comma: an unquoted name, or an unquoted value
     'check(token, "' + NAMED_VALUE + '")\n',
     '("password", ' + NAMED_VALUE + ')\n',
@@ -328,6 +332,13 @@ def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
     ("database:\n  host: db\n  password: " + NAMED_VALUE + "\n", "password or key (by its name)", NAMED_VALUE),
     ("spring.datasource.password=" + NAMED_VALUE + "\r\n", "password or key (by its name)", NAMED_VALUE),
     ("export API_TOKEN=" + NAMED_VALUE + "  # rotate monthly\n", "password or key (by its name)", NAMED_VALUE),
+    # connection strings: ADO.NET, ODBC, a JDBC URL's query
+    ('"Default": "Server=db;Database=orders;User Id=app;Password=' + URL_PASSWORD + ';"\n',
+     "password in a connection string", URL_PASSWORD),
+    ("dsn = 'DRIVER={ODBC Driver 18};SERVER=db;UID=app;PWD=" + URL_PASSWORD + "'\n", "password in a connection string",
+     URL_PASSWORD),
+    ("url: jdbc:postgresql://db/orders?user=app&password=" + URL_PASSWORD + "\n", "password in a connection string",
+     URL_PASSWORD),
     # the value after its quoted name: a PHP constant, a default for a variable the environment lacks
     ("define('DB_PASSWORD', '" + NAMED_VALUE + "');\n", "password or key (by its name)", NAMED_VALUE),
     ('key = os.getenv("API_TOKEN", "' + NAMED_VALUE + '")\n', "password or key (by its name)", NAMED_VALUE),
