@@ -33,7 +33,7 @@ def _aws_key(marker: str) -> str:
 M = {k: _marker(k) for k in (
     "pem", "cert", "idrsa", "idrsapub", "dotenv", "envexample", "gcp", "pastedkey", "awsdir", "awsfile", "npmrc",
     "csv", "tsv", "svg", "yarn", "pipfile", "composer", "gemfile", "snap", "notebook", "bigjson", "numbers",
-    "blob", "fixture", "keysmodule", "samplefixture", "makefile", "readme")}
+    "blob", "fixture", "keysmodule", "samplefixture", "makefile", "readme", "yamlpassword", "tfvars")}
 
 # path -> (text, the marker it holds); every one of these must be skipped with its reason
 SECRETS = {
@@ -53,6 +53,9 @@ SECRETS = {
                         f"aws_secret_access_key = {_aws_key(M['awsdir'])}\n",
     "ops/credentials": f"[deploy]\naws_secret_access_key = {_aws_key(M['awsfile'])}\n",
     ".npmrc": f"//registry.npmjs.org/:_authToken=npm_{M['npmrc']}\n",
+    # a password unquoted at a line's end, in a config that is not code
+    "config/database.yml": f"production:\n  adapter: postgresql\n  password: {M['yamlpassword']}X7Q9\n",
+    "infra/prod.tfvars": f'region = "eu-west-1"\ndb_instance_class = "{M["tfvars"]}"\n',
 }
 DATA = {
     "bench/results.csv": f"name,{M['csv']},ms\n" + "".join(f"case{i},{i},{i * 0.5}\n" for i in range(200)),
