@@ -11,8 +11,14 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Optional
 
+from coderag.nodes.file_classes import SECRET, content_class, secret_name
 from coderag.nodes.file_text import decode_file
 from coderag.nodes.safe_path import RepoFiles
+
+# Why a file is not shown although the index holds it: the current file-class rules call it a secret. An
+# index built under older rules holds such files until its upgrade drops them, and an indexed file may gain a
+# key before it is indexed again; its lines never reach an answer.
+SECRET_NOW = "left out of the index: secret"
 
 
 def split_lines(text: str) -> list[str]:
@@ -70,8 +76,9 @@ class LineSource:
     """Reads and caches `root/<rel>` split into lines exactly as the indexer splits them.
 
     Only files of the repository: a path that resolves outside the root or into its index folder, or that is
-    not a regular file, reads as gone (see nodes/safe_path.py; `refusal` says why). Ignore rules are not
-    checked here: paths come from the index, which applied them (expand_result checks them on a caller's id).
+    not a regular file, reads as gone (see nodes/safe_path.py; `refusal` says why), and so does a file the
+    current rules call a secret, by its name or by the bytes read (SECRET_NOW). Ignore rules are not checked
+    here: paths come from the index, which applied them (expand_result checks them on a caller's id).
     """
 
     def __init__(self, root: str | Path, texts: Optional[FileTexts] = None) -> None:
@@ -90,8 +97,8 @@ class LineSource:
         # One realpath and stat per file and request; the open below runs only when the file changed.
         path, st, reason = self._files.check(rel_path)
         entry = None
-        if path is None:
-            self.refusal[rel_path] = reason
+        if path is None or secret_name(rel_path) is not None:  # a secret by name is never opened
+            self.refusal[rel_path] = reason if path is None else SECRET_NOW
             self._entries[rel_path] = None
             return None
         entry = self.texts.get(path, st)
@@ -105,6 +112,10 @@ class LineSource:
                 with f:
                     st = os.fstat(f.fileno())  # the stat of what is read, for the cache
                     data = f.read()
+                if (found := content_class(rel_path, data)) is not None and found[0] == SECRET:
+                    self.refusal[rel_path] = SECRET_NOW
+                    self._entries[rel_path] = None
+                    return None
                 # The text as the indexer made it: tokens masked (never shown, even from a file changed since
                 # it was indexed), bad bytes replaced, lines numbered alike.
                 entry = [st.st_size, st.st_mtime_ns, decode_file(data).text, None]
