@@ -23,10 +23,13 @@ from coderag.store.previous_cache import embedding_cache
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE,
                                  STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
 
-SPLITTER_VERSION = "6"  # 2: small siblings merged (chunking.min_tokens); 3: TypeScript overload signatures;
+SPLITTER_VERSION = "5"  # 2: small siblings merged (chunking.min_tokens); 3: TypeScript overload signatures;
 # 4: JS/TS constants defined by a wrapped function (`const X = make("X", (a) => {...})`); 5: leaves that only
-# declare are marked (DECLARATION_KEY); 6: a CR alone ends a line (an older index holds such a file as one
-# line, so its line numbers were wrong), and a window always adds a line to the one before
+# declare are marked (DECLARATION_KEY). A change that only a few files show is not a new version (which builds
+# every index again, its searches waiting on the rebuild): an upgrade step indexes those files again
+# (pipelines/migrations.py), as for a CR alone ending a line.
+LINE_ENDS_KEY = "line_ends"  # meta: how the indexed files' lines were ended
+LINE_ENDS = "lf, crlf, cr"  # a CR alone ends a line too (nodes/file_text.py decode_file)
 BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024
 
@@ -352,6 +355,7 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
     if state.get_meta("fingerprint") is None:
         state.set_meta(STORE_FORMAT_KEY, STORE_FORMAT)  # a new index: written in the current format
         state.set_meta(FILE_CLASSES_KEY, FILE_CLASSES_VERSION)  # ... and under the current file-class rules
+        state.set_meta(LINE_ENDS_KEY, LINE_ENDS)  # ... and lines
     state.set_meta("fingerprint", fp)
     extra = run.remove(changes.removed) if changes.removed else set()
     total = len(changes.candidates)

@@ -1,10 +1,12 @@
 """Migrations: what an index written by an older coderag lacks, added once when it is opened or updated,
 without re-embedding (line token counts, the current payload format, files the current rules call
-secrets or data), but for source files that hold a token, embedded again masked. Each step records in the
-index's meta table that it ran."""
+secrets or data), but for source files that hold a token, embedded again masked, and files whose lines an
+older coderag ended otherwise, split again. Each step records in the index's meta table that it ran."""
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -13,9 +15,11 @@ from coderag.nodes.file_classes import DATA, SECRET
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.file_text import MASKED_NOTE
+from coderag.nodes.safe_path import open_regular
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
 from coderag.pipelines.changes import ChangeSet
-from coderag.pipelines.ingestion import FILE_CLASSES_KEY, Ingestion, Progress, fingerprint, sync
+from coderag.pipelines.ingestion import (FILE_CLASSES_KEY, LINE_ENDS, LINE_ENDS_KEY, Ingestion, Progress, fingerprint,
+                                         sync)
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STORE_FORMAT, STORE_FORMAT_KEY, FileRecord,
                                  IndexState)
 
@@ -23,6 +27,8 @@ from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STORE_FORMAT,
 PURGED_NOTE = 'indexed files dropped as secrets or data ("coderag index --rebuild" also scrubs the shard\'s files)'
 REMASKED_NOTE = 'indexed files indexed again with their tokens masked ("coderag index --rebuild" also scrubs the ' \
                 "shard's files)"
+RESPLIT_NOTE = "files whose lines end in a CR alone (a classic Mac file) indexed again with their line numbers"
+_LONE_CR = re.compile(rb"\r(?!\n)")
 
 
 def fill_line_tokens(root: Path, state: IndexState, progress: Optional[Progress] = None) -> int:
@@ -136,15 +142,48 @@ def purge_reclassified(root: Path, settings: Settings, state: IndexState, progre
     return len(found), len(remask)
 
 
+def resplit_lone_cr(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
+                    store: Any = None) -> int:
+    """Index again the files where a CR alone ends a line: an index made before such a CR ended a line holds
+    each as one line, so its answers give them wrong line numbers. Once per index (LINE_ENDS_KEY in the
+    meta table): each indexed file's bytes are read once, no decoding; only the files found are split and
+    embedded again, not the whole index (as a new SPLITTER_VERSION would). Returns the files indexed again."""
+    if state.get_meta(LINE_ENDS_KEY) == LINE_ENDS:
+        return 0
+    indexed = sorted(p for p, r in state.files().items() if r.status in SEARCHABLE)
+    found: list[FileEntry] = []
+    for i, path in enumerate(indexed, 1):
+        p = root / path
+        fh, _, _ = open_regular(p, root)  # never blocks, never leaves the root
+        if fh is not None:  # gone or unreadable: the next run's walk deals with it
+            try:
+                with fh:
+                    st = os.fstat(fh.fileno())
+                    data = fh.read(settings.chunking.max_file_bytes + 1)
+            except OSError:
+                data = b""
+            if b"\r" in data and _LONE_CR.search(data):
+                found.append(FileEntry(path, str(p), st.st_size, st.st_mtime_ns))
+        if progress and (i % 500 == 0 or i == len(indexed)):
+            progress("line ends", i, len(indexed))
+    if found:
+        run = Ingestion(root, settings, state, progress, store=store)
+        sync(run, ChangeSet(found, found, 0, [], SkipLog()), fingerprint(settings), progress, force=True)
+    state.set_meta(LINE_ENDS_KEY, LINE_ENDS)
+    state.commit()
+    return len(found)
+
+
 def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
                   store: Any = None) -> dict[str, int]:
     """Everything an index written by an older coderag lacks, added once and without re-embedding: the
     token counts of its files' lines, then the current payload format, then the removal of files that are
-    secrets or data by the current rules. `store`: the process's open store (see upgrade_store). Returns
+    secrets or data by the current rules, then the files whose lines end in a CR alone, split again. `store`: the process's open store (see upgrade_store). Returns
     what was done, by description, leaving out what was not needed."""
     counted = fill_line_tokens(root, state, progress)
     rewritten = upgrade_store(root, settings, state, progress, store=store)
     purged, remasked = purge_reclassified(root, settings, state, progress, store=store)
+    resplit = resplit_lone_cr(root, settings, state, progress, store=store)
     return {k: v for k, v in (("files' line token counts stored", counted),
                               ("stored chunks rewritten in the current format", rewritten),
-                              (PURGED_NOTE, purged), (REMASKED_NOTE, remasked)) if v}
+                              (PURGED_NOTE, purged), (REMASKED_NOTE, remasked), (RESPLIT_NOTE, resplit)) if v}
