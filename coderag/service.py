@@ -114,6 +114,9 @@ class IndexService(OwnerBuild, OwnerChanges):
             self._ready.set()  # requests already waiting fail at once (the index is None)
             raise
         self._ingest = self.index.ingest_lock
+        if self.index.upgraded_on_open:
+            log.info("opened the index of %s under newer file-class rules: %s", self.root,
+                     ", ".join(f"{k}: {v}" for k, v in self.index.upgraded_on_open.items()))
         counts = self.index.state.counts()
         self.dense_ready = self.index.state.get_meta("fingerprint") is not None and counts["pending_dense"] == 0
         if self.background:

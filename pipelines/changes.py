@@ -17,6 +17,10 @@ from coderag.store.state import STATUS_DIRTY, FileRecord, IndexState
 UNREAD_STATUSES = frozenset({"unreadable", "vanished"})
 RETRY_STATUSES = UNREAD_STATUSES | {STATUS_DIRTY}
 FILE_CLASSES_KEY = "file_classes"  # meta: the file-class rules the indexed files were last checked under
+# meta: the file-class rules under which the files skipped as RECHECKED_REASONS were last read again. A key of
+# its own: an index is opened after an upgrade with its indexed files checked at once (CodeIndex.open), while
+# its skipped files are read again by the next run's walk, which this key tells to.
+SKIPS_RECHECKED_KEY = "skips_rechecked"
 
 
 @dataclass
@@ -47,7 +51,7 @@ def _can_open(path: str) -> bool:
 def retry_statuses(state: IndexState) -> frozenset[str]:
     """Manifest statuses read again though size and mtime are the same: RETRY_STATUSES, and while the index
     was last checked under older file-class rules, the skips a newer rule may let in (file_classes.py)."""
-    if state.get_meta(FILE_CLASSES_KEY) == RULES_VERSION or state.get_meta("fingerprint") is None:
+    if state.get_meta(SKIPS_RECHECKED_KEY) == RULES_VERSION or state.get_meta("fingerprint") is None:
         return RETRY_STATUSES  # a new index is checked under the current rules as it is built
     return RETRY_STATUSES | RECHECKED_REASONS
 

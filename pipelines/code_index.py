@@ -67,6 +67,7 @@ class CodeIndex:
         self._tokenizer = None
         self._paths: Optional[list[str]] = None
         self.walk_skips = None  # the SkipLog of the last walk of the whole tree: what it left out unread
+        self.upgraded_on_open: dict[str, int] = {}  # what opening it under newer file-class rules dropped
         # One ingestion at a time; searches never wait for it (the stores are safe to read meanwhile).
         self.ingest_lock = threading.RLock()
         from coderag.pipelines.freshness import FileChecker
@@ -102,10 +103,25 @@ class CodeIndex:
                 state = IndexState(idx / DB_NAME)
                 index = cls(found, settings, state, lock)
                 _ = index.vector_store  # fail now, not on the first query, if the shard is held elsewhere
+                index._drop_new_secrets()
         except BaseException:
             lock.release()
             raise
         return index
+
+    def _drop_new_secrets(self) -> None:
+        """Files of an index classed by older file-class rules that the current ones call secrets (an upgrade
+        of coderag with a new kind of token) are dropped now, before the index serves anything: a search, an
+        owner's answer, a notebook's retriever (which hands out stored text). Once per rules version, each
+        indexed file read once (pipelines/migrations.py purge_reclassified); on a current index, one read of
+        the meta table."""
+        from coderag.nodes.file_classes import RULES_VERSION
+        from coderag.pipelines.changes import FILE_CLASSES_KEY
+
+        if self.state.get_meta(FILE_CLASSES_KEY) != RULES_VERSION:
+            from coderag.pipelines.migrations import recheck_file_classes
+
+            self.upgraded_on_open = recheck_file_classes(self.root, self.settings, self.state, store=self.vector_store)
 
     def close(self, release_lock: bool = True) -> None:
         """Close the store and the state. `release_lock=False`: the caller keeps the writer lock (an owner

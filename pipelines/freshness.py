@@ -17,19 +17,6 @@ class FileChecker:
 
     def __init__(self, root: Path, state: IndexState, ingest_lock: threading.RLock) -> None:
         self.root, self.state, self.ingest_lock = root, state, ingest_lock
-        self._rules_current = False
-
-    def rules_current(self) -> bool:
-        """Whether the index's files were classed by this code's file-class rules (nodes/file_classes.py). An
-        index built under older ones may hold files the current rules call secrets until its upgrade re-reads
-        them (pipelines/migrations.py `purge_reclassified`); meanwhile answers read every file they show, and
-        the reader refuses those (postprocessors/lines.py). Once current, an index stays so."""
-        if not self._rules_current:
-            from coderag.nodes.file_classes import RULES_VERSION
-            from coderag.pipelines.changes import FILE_CLASSES_KEY
-
-            self._rules_current = self.state.get_meta(FILE_CLASSES_KEY) == RULES_VERSION
-        return self._rules_current
 
     def check(self, paths: Iterable[str]) -> dict[str, Optional[FileRecord]]:
         """Each of `paths` -> its manifest row if the file on disk is the content indexed (same size and

@@ -65,7 +65,8 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
             s.started_over = started_over
             if s.chunks >= settings.store.hnsw_min_chunks:
                 index.optimize(progress)
-            s.upgraded = upgrade_index(root, settings, index.state, progress, store=index.vector_store)
+            s.upgraded = {**index.upgraded_on_open,
+                          **upgrade_index(root, settings, index.state, progress, store=index.vector_store)}
             forget(idx)  # a rebuild's old vectors: every chunk of the tree has its own now
         s.seconds = time.perf_counter() - t0
         return s

@@ -17,7 +17,7 @@ from coderag.base.errors import ConfigError
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.keys import DUPLICATE_OF_KEY, IS_LEAF_KEY
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
-from coderag.pipelines.changes import FILE_CLASSES_KEY, ChangeSet
+from coderag.pipelines.changes import FILE_CLASSES_KEY, SKIPS_RECHECKED_KEY, ChangeSet
 from coderag.base.paths import index_dir
 from coderag.store.previous_cache import embedding_cache
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE,
@@ -355,6 +355,7 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
     if state.get_meta("fingerprint") is None:
         state.set_meta(STORE_FORMAT_KEY, STORE_FORMAT)  # a new index: written in the current format
         state.set_meta(FILE_CLASSES_KEY, FILE_CLASSES_VERSION)  # ... and under the current file-class rules
+        state.set_meta(SKIPS_RECHECKED_KEY, FILE_CLASSES_VERSION)
         state.set_meta(LINE_ENDS_KEY, LINE_ENDS)  # ... and lines
     state.set_meta("fingerprint", fp)
     extra = run.remove(changes.removed) if changes.removed else set()

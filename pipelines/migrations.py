@@ -17,7 +17,7 @@ from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.file_text import MASKED_NOTE
 from coderag.nodes.safe_path import open_regular
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
-from coderag.pipelines.changes import ChangeSet
+from coderag.pipelines.changes import SKIPS_RECHECKED_KEY, ChangeSet
 from coderag.pipelines.ingestion import (FILE_CLASSES_KEY, LINE_ENDS, LINE_ENDS_KEY, Ingestion, Progress, fingerprint,
                                          sync)
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STORE_FORMAT, STORE_FORMAT_KEY, FileRecord,
@@ -174,6 +174,14 @@ def resplit_lone_cr(root: Path, settings: Settings, state: IndexState, progress:
     return len(found)
 
 
+def recheck_file_classes(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
+                         store: Any = None) -> dict[str, int]:
+    """`purge_reclassified`, with what it did by description (as `upgrade_index` reports), leaving out what
+    was not needed."""
+    purged, remasked = purge_reclassified(root, settings, state, progress, store=store)
+    return {k: v for k, v in ((PURGED_NOTE, purged), (REMASKED_NOTE, remasked)) if v}
+
+
 def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
                   store: Any = None) -> dict[str, int]:
     """Everything an index written by an older coderag lacks, added once and without re-embedding: the
@@ -182,8 +190,12 @@ def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: O
     what was done, by description, leaving out what was not needed."""
     counted = fill_line_tokens(root, state, progress)
     rewritten = upgrade_store(root, settings, state, progress, store=store)
-    purged, remasked = purge_reclassified(root, settings, state, progress, store=store)
+    rechecked = recheck_file_classes(root, settings, state, progress, store=store)
+    # Every caller runs this after a run whose walk read the skipped files again (changes.retry_statuses).
+    if state.get_meta(SKIPS_RECHECKED_KEY) != FILE_CLASSES_VERSION:
+        state.set_meta(SKIPS_RECHECKED_KEY, FILE_CLASSES_VERSION)
+        state.commit()
     resplit = resplit_lone_cr(root, settings, state, progress, store=store)
-    return {k: v for k, v in (("files' line token counts stored", counted),
-                              ("stored chunks rewritten in the current format", rewritten),
-                              (PURGED_NOTE, purged), (REMASKED_NOTE, remasked), (RESPLIT_NOTE, resplit)) if v}
+    return {**{k: v for k, v in (("files' line token counts stored", counted),
+                                 ("stored chunks rewritten in the current format", rewritten)) if v},
+            **rechecked, **({RESPLIT_NOTE: resplit} if resplit else {})}

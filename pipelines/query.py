@@ -159,9 +159,8 @@ class SearchEngine:
             cut_ratio = 0.0  # every chunk that holds the keywords was asked for: the budget alone bounds them
         nodes = _preselect(nodes, opts.max_tokens, cut_ratio)
         # A lone chunk of a file just found unchanged is shown as indexed, without reading the file; not while
-        # an ingestion runs in another thread, when the store and the manifest may briefly disagree, nor while
-        # the index's files were classed by older rules (the reader refuses what they now call a secret).
-        unchanged = frozenset(checked - stale) if quiet and checker.rules_current() else frozenset()
+        # an ingestion runs in another thread, when the store and the manifest may briefly disagree.
+        unchanged = frozenset(checked - stale) if quiet else frozenset()
         t2 = time.perf_counter()
         if req is not None:
             req.unchanged_files = unchanged

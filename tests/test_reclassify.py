@@ -120,6 +120,7 @@ def test_reclassify_files_skipped_under_older_rules_are_read_again(tmp_path: Pat
     from coderag.nodes import scan
     from coderag.nodes.file_classes import SECRET, content_class, secret_content
     from coderag.base.paths import DB_NAME, index_dir
+    from coderag.pipelines.changes import SKIPS_RECHECKED_KEY
     from coderag.pipelines.ingestion import FILE_CLASSES_KEY
     from coderag.store.state import IndexState
 
@@ -143,6 +144,7 @@ def test_reclassify_files_skipped_under_older_rules_are_read_again(tmp_path: Pat
         assert (state.file("src/shop/settings.py").status, state.file("src/shop/legacy.py").status) == \
             (SECRET, "encoding")
         state.set_meta(FILE_CLASSES_KEY, "2")
+        state.set_meta(SKIPS_RECHECKED_KEY, "")  # as an index of before has it: no such key
         state.commit()
     finally:
         state.close()
