@@ -84,6 +84,12 @@ class _Files:
                 self.counts.update(self.tokenizer.line_counts(current))
         return {p for p in paths if self.records[p] is None}
 
+    def indexed_as_is(self) -> frozenset[str]:
+        """The files looked up so far that are indexed (not skipped) with the content on disk now."""
+        from coderag.store.state import SEARCHABLE
+
+        return frozenset(p for p, r in self.records.items() if r is not None and r.status in SEARCHABLE)
+
 
 def strategy_name(opts: SearchOptions) -> str:
     legs = {"hybrid": "dense + bm25 (fused)", "bm25": "bm25", "dense": "dense"}[opts.retriever.value]
@@ -144,6 +150,7 @@ class SearchEngine:
         if stale and not quiet:
             stale -= checker.being_indexed()  # being indexed right now by another thread: not stale
         note = f"stale: {len(stale)} file(s) changed since indexing" if stale else (freshness or "fresh")
+        lines.indexed_as_is = files.indexed_as_is()  # classed when indexed: not classed again when read
         total = len(nodes)
         pool = nodes  # every place found: what is not shown in full may be listed as a candidate line
         mode = self.graph.fusion.mode_for(req) if req is not None else r.fusion

@@ -79,6 +79,11 @@ class LineSource:
     not a regular file, reads as gone (see nodes/safe_path.py; `refusal` says why), and so does a file the
     current rules call a secret, by its name or by the bytes read (SECRET_NOW). Ignore rules are not checked
     here: paths come from the index, which applied them (expand_result checks them on a caller's id).
+
+    `indexed_as_is`: files the caller just found to be the content indexed. The indexer classed those bytes
+    under the current rules (an index classed under older ones is checked again when opened: CodeIndex.open),
+    so they are not classed again: a search reads dozens of files, and the check costs a few milliseconds for
+    a large one.
     """
 
     def __init__(self, root: str | Path, texts: Optional[FileTexts] = None) -> None:
@@ -88,6 +93,7 @@ class LineSource:
         self._cache: dict[str, Optional[list[str]]] = {}
         self._entries: dict[str, Optional[list]] = {}  # rel path -> its FileTexts entry as of this request
         self.refusal: dict[str, str] = {}  # rel path -> why it could not be read
+        self.indexed_as_is: frozenset[str] = frozenset()
 
     def _entry(self, rel_path: str) -> Optional[list]:
         """[size, mtime_ns, text, line starts or None] of the file as it is now (read once per request, and
@@ -112,7 +118,8 @@ class LineSource:
                 with f:
                     st = os.fstat(f.fileno())  # the stat of what is read, for the cache
                     data = f.read()
-                if (found := content_class(rel_path, data)) is not None and found[0] == SECRET:
+                if rel_path not in self.indexed_as_is and (found := content_class(rel_path, data)) is not None \
+                        and found[0] == SECRET:
                     self.refusal[rel_path] = SECRET_NOW
                     self._entries[rel_path] = None
                     return None
