@@ -40,7 +40,8 @@ SECRET, DATA = "secret", "data"
 # access key IDs and secret keys under any `aws_secret` name, GitLab, npm, PyPI, Hugging Face, SendGrid and
 # Telegram, Shopify, DigitalOcean and Databricks tokens, Azure storage keys, Slack and Discord webhooks, JSON
 # web tokens, passwords in URLs; 6: random values assigned to a password's or key's name; 7: such values
-# unquoted at a line's end, and hex keys; passwords in connection strings; Terraform's `.tfvars` files.
+# unquoted at a line's end or in XML, and hex keys; passwords in connection strings; Terraform's `.tfvars`
+# files.
 RULES_VERSION = "7"
 RECHECKED_REASONS = frozenset({SECRET, "encoding"})
 

@@ -144,6 +144,12 @@ _NAME_WINDOW = 48  # bytes before the operator where the name is looked for
 _PUBLIC_KEYS = (b"sk_test_", b"pk_test_", b"rk_test_", b"pk_live_")  # Stripe's test and publishable keys
 
 
+# The same in XML: an element named so (`<dbPassword>...</dbPassword>`, Maven's `<password>` in settings.xml),
+# and .NET's app settings (`<add key="StripeApiKey" value="..." />`), the name in the key attribute.
+_XML_ELEMENT = re.compile(rb"<([A-Za-z_][\w.-]{0,40})>(" + _VALUE_CHARS + rb"{12,128})</\1>")
+_XML_SETTING = re.compile(rb"\bkey=([\"'])([^\"'<>]{1,64})\1\s+value=([\"'])(" + _VALUE_CHARS + rb"{12,128})\3")
+
+
 def _random_kind(value: bytes) -> Optional[str]:
     """"cases" or "hex" for a value that looks like a generated password or key (above), None for a word, a name
     or a placeholder."""
@@ -168,6 +174,11 @@ def _named_secret_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
         name = _SECRET_NAME.search(data, max(0, m.start() - _NAME_WINDOW), m.start())
         if name is not None and not (kind == "hex" and b"." in name.group(1)):
             yield m.start(group), m.end(group), NAMED_SECRET
+    for pattern, hint, name_group, value_group in ((_XML_ELEMENT, b"</", 1, 2), (_XML_SETTING, b"value=", 2, 4)):
+        if hint in data:
+            for m in pattern.finditer(data):
+                if _random_kind(m.group(value_group)) is not None and _SECRET_NAME.search(m.group(name_group)):
+                    yield m.start(value_group), m.end(value_group), NAMED_SECRET
 
 
 def _token_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
@@ -194,7 +205,10 @@ def secret_spans(data: bytes) -> list[tuple[int, int, str]]:
     for span in sorted(_token_spans(data)):
         if not out or span[0] >= out[-1][1]:
             out.append(span)
-    named = [span for span in _named_secret_spans(data) if not any(span[0] < e and s < span[1] for s, e, _ in out)]
+    named: list[tuple[int, int, str]] = []
+    for span in sorted(_named_secret_spans(data)):  # an issuer's shape names a token first; one span a value
+        if not any(span[0] < e and s < span[1] for s, e, _ in out) and (not named or span[0] >= named[-1][1]):
+            named.append(span)
     return sorted(out + named)
 
 

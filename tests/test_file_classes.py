@@ -204,6 +204,7 @@ TOKENS = {
 
 NAMED_VALUE = "x9K" + fake(13, 55) + "4"
 HEX_KEY = "a1" + fake(30, 56, "0123456789abcdef")
+NAMED = "password or key (by its name)"
 
 
 @pytest.mark.parametrize("kind", list(TOKENS))
@@ -278,6 +279,9 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     '"Default": "Server=db;User Id=sa;Password=password;"\n',
     'conn = f"Server=db;Password={password};"\nurl = "jdbc:mysql://db/app?password=${DB_PASSWORD}"\n',
     "password=getpass()\nclient = connect(host, password=pw_Value2)\nlogin(password=Password2, user=u)\n",
+    # XML whose names or values are not a secret's
+    "<dbPassword>${DB_PASSWORD}</dbPassword>\n<tokenizer>BertTokenizerFast12</tokenizer>\n",
+    '<add key="ApiBaseUrl" value="' + NAMED_VALUE + '" />\n<add key="ApiKey" value="your-api-key-here" />\n',
     # after a comma: an unquoted name, or an unquoted value
     'check(token, "' + NAMED_VALUE + '")\n',
     '("password", ' + NAMED_VALUE + ')\n',
@@ -339,6 +343,9 @@ def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
      URL_PASSWORD),
     ("url: jdbc:postgresql://db/orders?user=app&password=" + URL_PASSWORD + "\n", "password in a connection string",
      URL_PASSWORD),
+    # XML: an element named so, and .NET's app settings
+    ("<settings>\n  <server>\n    <id>deploy</id>\n    <password>" + NAMED_VALUE + "</password>\n", NAMED, NAMED_VALUE),
+    ('<appSettings>\n  <add key="StripeApiKey" value="' + NAMED_VALUE + '" />\n', NAMED, NAMED_VALUE),
     # the value after its quoted name: a PHP constant, a default for a variable the environment lacks
     ("define('DB_PASSWORD', '" + NAMED_VALUE + "');\n", "password or key (by its name)", NAMED_VALUE),
     ('key = os.getenv("API_TOKEN", "' + NAMED_VALUE + '")\n', "password or key (by its name)", NAMED_VALUE),
