@@ -186,8 +186,9 @@ def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: O
                   store: Any = None) -> dict[str, int]:
     """Everything an index written by an older coderag lacks, added once and without re-embedding: the
     token counts of its files' lines, then the current payload format, then the removal of files that are
-    secrets or data by the current rules, then the files whose lines end in a CR alone, split again. `store`: the process's open store (see upgrade_store). Returns
-    what was done, by description, leaving out what was not needed."""
+    secrets or data by the current rules, then the files whose lines end in a CR alone, split again. `store`:
+    the process's open store (see upgrade_store). Returns what was done, by description, leaving out what was
+    not needed."""
     counted = fill_line_tokens(root, state, progress)
     rewritten = upgrade_store(root, settings, state, progress, store=store)
     rechecked = recheck_file_classes(root, settings, state, progress, store=store)

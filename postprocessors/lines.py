@@ -15,10 +15,9 @@ from coderag.nodes.file_classes import SECRET, content_class, secret_name
 from coderag.nodes.file_text import decode_file
 from coderag.nodes.safe_path import RepoFiles
 
-# Why a file is not shown although the index holds it: the current file-class rules call it a secret. An
-# index built under older rules holds such files until its upgrade drops them, and an indexed file may gain a
-# key before it is indexed again; its lines never reach an answer.
-SECRET_NOW = "left out of the index: secret"
+# Why a file is not shown although the index holds it: the current file-class rules call it a secret (it
+# gained a key since it was indexed, and the next run leaves it out). Its lines never reach an answer.
+SECRET_NOW = "it holds a secret: never shown"
 
 
 def split_lines(text: str) -> list[str]:

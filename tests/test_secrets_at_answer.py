@@ -44,7 +44,7 @@ def test_a_file_that_gained_a_key_since_indexing_is_not_shown(repo: Path) -> Non
         res = idx.search(MARK, retriever="bm25", refresh=False)  # the index still holds the file as it was
         assert "config/service.yml" not in {r.file_path for r in res}
         assert "PRIVATE KEY" not in res.to_xml()
-        with pytest.raises(ValueError, match="left out of the index: secret"):
+        with pytest.raises(ValueError, match="it holds a secret: never shown"):
             expand_result(idx, "config/service.yml:1-10", None)
 
 
