@@ -10,34 +10,12 @@ from typing import Any, Iterable, Optional, Sequence
 
 from coderag.base.config import Settings, StoreMode, load_settings
 from coderag.base.errors import IndexMissingError
+from coderag.base.handover import take_writer_lock
 from coderag.base.lock import WriterLock
-from coderag.base.paths import DB_NAME, LOCK_NAME, ensure_index_dir, find_root, index_dir, private_umask
+from coderag.base.paths import DB_NAME, ensure_index_dir, find_root, index_dir, private_umask
 from coderag.pipelines.search_options import SearchOptions
 from coderag.postprocessors.payload import SearchResults
 from coderag.store.state import SEARCHABLE, FileRecord, IndexState
-
-def take_writer_lock(idx: Path, wait: float) -> WriterLock:
-    """The writer lock of index folder `idx`, for a process that opens the index itself (a notebook, a
-    one-shot command): taken at once when free; else the background owner that holds it is asked to hand
-    it over, and the lock is awaited while it finishes; else waited for up to `wait` seconds."""
-    from coderag.base.errors import IndexLockedError
-    from coderag.base.handover import HANDOVER_WAIT_S, ask_owner_to_hand_over
-
-    lock = WriterLock(idx / LOCK_NAME)
-    try:
-        return lock.acquire()
-    except IndexLockedError:
-        pass
-    owner = ask_owner_to_hand_over(idx)  # raises, in the owner's words, when it keeps the index
-    try:
-        return lock.acquire(wait=max(wait, HANDOVER_WAIT_S) if owner else wait)
-    except IndexLockedError as exc:
-        if owner:
-            raise IndexLockedError(f"The background owner of {idx.parent} (pid {owner}) agreed to hand the index "
-                                   f"over but still holds it after {max(wait, HANDOVER_WAIT_S):.0f} s. "
-                                   f'Try again, or stop it ("kill {owner}").') from exc
-        raise IndexLockedError(f"Another coderag process ({lock.holder()}) is writing the index in {idx}. Wait for "
-                               "it to finish (pass wait=SECONDS to CodeIndex.open to wait for it), or stop it.") from exc
 
 
 class CodeIndex:
@@ -89,6 +67,8 @@ class CodeIndex:
         an owner run in the foreground (`coderag mcp`, `coderag serve`) keeps it, and the error says so.
         `wait`: seconds to wait for another process that is writing the index.
         """
+        from coderag.pipelines.migrations import drop_new_secrets
+
         start = Path(root).resolve()
         found = find_root(start)
         if found is None:
@@ -103,25 +83,12 @@ class CodeIndex:
                 state = IndexState(idx / DB_NAME)
                 index = cls(found, settings, state, lock)
                 _ = index.vector_store  # fail now, not on the first query, if the shard is held elsewhere
-                index._drop_new_secrets()
+                # Before it serves anything: a notebook's retrievers hand out stored text.
+                index.upgraded_on_open = drop_new_secrets(found, settings, state, store=index.vector_store)
         except BaseException:
             lock.release()
             raise
         return index
-
-    def _drop_new_secrets(self) -> None:
-        """Files of an index classed by older file-class rules that the current ones call secrets (an upgrade
-        of coderag with a new kind of token) are dropped now, before the index serves anything: a search, an
-        owner's answer, a notebook's retriever (which hands out stored text). Once per rules version, each
-        indexed file read once (pipelines/migrations.py purge_reclassified); on a current index, one read of
-        the meta table."""
-        from coderag.nodes.file_classes import RULES_VERSION
-        from coderag.pipelines.changes import FILE_CLASSES_KEY
-
-        if self.state.get_meta(FILE_CLASSES_KEY) != RULES_VERSION:
-            from coderag.pipelines.migrations import recheck_file_classes
-
-            self.upgraded_on_open = recheck_file_classes(self.root, self.settings, self.state, store=self.vector_store)
 
     def close(self, release_lock: bool = True) -> None:
         """Close the store and the state. `release_lock=False`: the caller keeps the writer lock (an owner

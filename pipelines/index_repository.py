@@ -7,7 +7,8 @@ from pathlib import Path
 
 from coderag.base.config import Settings, load_settings
 from coderag.base.paths import DB_NAME, ensure_index_dir
-from coderag.pipelines.code_index import CodeIndex, take_writer_lock
+from coderag.base.handover import take_writer_lock
+from coderag.pipelines.code_index import CodeIndex
 from coderag.store.state import IndexState
 
 

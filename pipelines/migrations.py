@@ -174,10 +174,13 @@ def resplit_lone_cr(root: Path, settings: Settings, state: IndexState, progress:
     return len(found)
 
 
-def recheck_file_classes(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
-                         store: Any = None) -> dict[str, int]:
-    """`purge_reclassified`, with what it did by description (as `upgrade_index` reports), leaving out what
-    was not needed."""
+def drop_new_secrets(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
+                     store: Any = None) -> dict[str, int]:
+    """`purge_reclassified` for an index classed by older file-class rules (an upgrade of coderag with a new
+    kind of token), with what it did by description (as `upgrade_index` reports). CodeIndex.open runs it
+    before the index serves anything; on a current index it is one read of the meta table."""
+    if state.get_meta(FILE_CLASSES_KEY) == FILE_CLASSES_VERSION:
+        return {}
     purged, remasked = purge_reclassified(root, settings, state, progress, store=store)
     return {k: v for k, v in ((PURGED_NOTE, purged), (REMASKED_NOTE, remasked)) if v}
 
@@ -191,7 +194,7 @@ def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: O
     not needed."""
     counted = fill_line_tokens(root, state, progress)
     rewritten = upgrade_store(root, settings, state, progress, store=store)
-    rechecked = recheck_file_classes(root, settings, state, progress, store=store)
+    rechecked = drop_new_secrets(root, settings, state, progress, store=store)
     # Every caller runs this after a run whose walk read the skipped files again (changes.retry_statuses).
     if state.get_meta(SKIPS_RECHECKED_KEY) != FILE_CLASSES_VERSION:
         state.set_meta(SKIPS_RECHECKED_KEY, FILE_CLASSES_VERSION)

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Optional
 
 from coderag.base.errors import IndexLockedError
+from coderag.base.lock import WriterLock
+from coderag.base.paths import LOCK_NAME
 
 HAND_OVER = "hand_over"  # the owner's request method (coderag/service.py)
 OWNER_FILE = "owner.json"
@@ -61,3 +63,24 @@ def ask_owner_to_hand_over(index_dir: Path) -> Optional[int]:
         raise IndexLockedError(f"The index in {index_dir} is served by another coderag process (pid {pid}) that "
                                f'cannot hand it over. Stop it ("kill {pid}"), then open the index again.')
     return int(answer["result"]["pid"])
+
+
+def take_writer_lock(idx: Path, wait: float) -> WriterLock:
+    """The writer lock of index folder `idx`, for a process that opens the index itself (a notebook, a
+    one-shot command): taken at once when free; else the background owner that holds it is asked to hand
+    it over, and the lock is awaited while it finishes; else waited for up to `wait` seconds."""
+    lock = WriterLock(idx / LOCK_NAME)
+    try:
+        return lock.acquire()
+    except IndexLockedError:
+        pass
+    owner = ask_owner_to_hand_over(idx)  # raises, in the owner's words, when it keeps the index
+    try:
+        return lock.acquire(wait=max(wait, HANDOVER_WAIT_S) if owner else wait)
+    except IndexLockedError as exc:
+        if owner:
+            raise IndexLockedError(f"The background owner of {idx.parent} (pid {owner}) agreed to hand the index "
+                                   f"over but still holds it after {max(wait, HANDOVER_WAIT_S):.0f} s. "
+                                   f'Try again, or stop it ("kill {owner}").') from exc
+        raise IndexLockedError(f"Another coderag process ({lock.holder()}) is writing the index in {idx}. Wait for "
+                               "it to finish (pass wait=SECONDS to CodeIndex.open to wait for it), or stop it.") from exc
