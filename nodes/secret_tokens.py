@@ -125,15 +125,18 @@ def _looks_random(body: bytes, rule: str) -> bool:
 # two digits and both letter cases (a class name such as "PasswordInput2" has one digit), or thirty-two or more
 # hex digits with letters among them (Twilio's and Mailgun's keys, a 128-bit key written out: a digest under a
 # secret's name is masked too, which costs a search nothing). An unquoted value must end its line (a comment
-# may follow) and not be a dotted name: `api_key: settings.API_KEY_V2`, `token = make_token(...)` and
-# `${TOKEN}` are code.
+# may follow, or a shell's line continuation: `docker run -e DB_PASSWORD=... \`) and not be a dotted name:
+# `api_key: settings.API_KEY_V2`, `token = make_token(...)` and `${TOKEN}` are code. A Dockerfile's `ENV NAME
+# value` (the form without `=`) is read as `NAME=value`.
 # The value is found first (after an operator), the name in the few bytes before it: a scan of the file for
 # every name would be ten times slower. An issuer's shape, where one matches, names the token instead
 # (`secret_spans`).
 NAMED_SECRET = "password or key (by its name)"
 _VALUE_CHARS = rb"[A-Za-z0-9_+/=.!@#$%^&*~-]"
 _ASSIGNED_VALUE = re.compile(rb"(:|=>|=|(?<=[\"']),)[ \t]*(?:([\"'])(" + _VALUE_CHARS + rb"{12,128})\2"
-                             rb"|([A-Za-z0-9+/]" + _VALUE_CHARS + rb"{11,127})(?=[ \t]+#|[ \t]*(?:[\r\n]|\Z)))")
+                             rb"|([A-Za-z0-9+/]" + _VALUE_CHARS + rb"{11,127})(?=[ \t]+#|[ \t]*(?:\\[ \t]*)?(?:[\r\n]|\Z)))")
+_DOCKER_ENV = re.compile(rb"^[ \t]*ENV[ \t]+([A-Za-z_][A-Za-z0-9_]{0,63})[ \t]+(" + _VALUE_CHARS + rb"{12,128})[ \t]*\r?$",
+                         re.MULTILINE)
 _DOTTED_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 _HEX_KEY = re.compile(rb"[0-9a-f]{32,}|[0-9A-F]{32,}")
 _B_LETTER = re.compile(rb"[A-Za-z]")
@@ -174,7 +177,8 @@ def _named_secret_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
         name = _SECRET_NAME.search(data, max(0, m.start() - _NAME_WINDOW), m.start())
         if name is not None and not (kind == "hex" and b"." in name.group(1)):
             yield m.start(group), m.end(group), NAMED_SECRET
-    for pattern, hint, name_group, value_group in ((_XML_ELEMENT, b"</", 1, 2), (_XML_SETTING, b"value=", 2, 4)):
+    for pattern, hint, name_group, value_group in ((_XML_ELEMENT, b"</", 1, 2), (_XML_SETTING, b"value=", 2, 4),
+                                                   (_DOCKER_ENV, b"ENV", 1, 2)):
         if hint in data:
             for m in pattern.finditer(data):
                 if _random_kind(m.group(value_group)) is not None and _SECRET_NAME.search(m.group(name_group)):

@@ -279,6 +279,8 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     '"Default": "Server=db;User Id=sa;Password=password;"\n',
     'conn = f"Server=db;Password={password};"\nurl = "jdbc:mysql://db/app?password=${DB_PASSWORD}"\n',
     "password=getpass()\nclient = connect(host, password=pw_Value2)\nlogin(password=Password2, user=u)\n",
+    # Dockerfile ENV lines that set no secret, or a reference to one
+    "ENV PATH /usr/local/bin2:/opt/x3\nENV DB_PASSWORD ${DB_PASSWORD}\nENV TOKEN_TTL 3600\n",
     # XML whose names or values are not a secret's
     "<dbPassword>${DB_PASSWORD}</dbPassword>\n<tokenizer>BertTokenizerFast12</tokenizer>\n",
     '<add key="ApiBaseUrl" value="' + NAMED_VALUE + '" />\n<add key="ApiKey" value="your-api-key-here" />\n',
@@ -343,6 +345,9 @@ def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
      URL_PASSWORD),
     ("url: jdbc:postgresql://db/orders?user=app&password=" + URL_PASSWORD + "\n", "password in a connection string",
      URL_PASSWORD),
+    # a shell command continued on the next line, and a Dockerfile's ENV without `=`
+    ("docker run -e POSTGRES_PASSWORD=" + NAMED_VALUE + " \\\n  postgres:16\n", NAMED, NAMED_VALUE),
+    ("FROM python:3.12\r\nENV DB_PASSWORD " + NAMED_VALUE + "\r\nCMD app\r\n", NAMED, NAMED_VALUE),
     # XML: an element named so, and .NET's app settings
     ("<settings>\n  <server>\n    <id>deploy</id>\n    <password>" + NAMED_VALUE + "</password>\n", NAMED, NAMED_VALUE),
     ('<appSettings>\n  <add key="StripeApiKey" value="' + NAMED_VALUE + '" />\n', NAMED, NAMED_VALUE),
