@@ -8,8 +8,8 @@ Two reasons, each a skip reason of its own in the skip report and in `coderag st
   opened; the content check runs on every file read. An API token (GitHub, GitLab, Slack, Stripe live,
   Google API, OpenAI/Anthropic-style `sk-`, npm, PyPI, Hugging Face, SendGrid, Telegram, Shopify,
   DigitalOcean, Databricks), an Azure storage key, a Slack or Discord webhook, a JSON web token, a password in
-  a URL or a connection string, an AWS access key ID or secret access key, or a random value assigned to a name like `DB_PASSWORD` or
-  `apiKey` makes a file a secret too, unless the file is source code (CODE_LANGUAGES): there the token is one
+  a URL or a connection string, an AWS access key ID or secret access key, or a random value assigned to a name
+  like `DB_PASSWORD` or `apiKey` makes a file a secret too, unless the file is source code (CODE_LANGUAGES): there the token is one
   line of hundreds, so the file is indexed with the token's characters masked (nodes/secret_tokens.py,
   nodes/file_text.py) rather than lost to search.
 - `data`: CSV/TSV, images as text (SVG, ...), notebooks, lock files, snapshots (`data_name`: below every

@@ -134,9 +134,10 @@ def _looks_random(body: bytes, rule: str) -> bool:
 NAMED_SECRET = "password or key (by its name)"
 _VALUE_CHARS = rb"[A-Za-z0-9_+/=.!@#$%^&*~-]"
 _ASSIGNED_VALUE = re.compile(rb"(:|=>|=|(?<=[\"']),)[ \t]*(?:([\"'])(" + _VALUE_CHARS + rb"{12,128})\2"
-                             rb"|([A-Za-z0-9+/]" + _VALUE_CHARS + rb"{11,127})(?=[ \t]+#|[ \t]*(?:\\[ \t]*)?(?:[\r\n]|\Z)))")
-_DOCKER_ENV = re.compile(rb"^[ \t]*ENV[ \t]+([A-Za-z_][A-Za-z0-9_]{0,63})[ \t]+(" + _VALUE_CHARS + rb"{12,128})[ \t]*\r?$",
-                         re.MULTILINE)
+                             rb"|([A-Za-z0-9+/]" + _VALUE_CHARS + rb"{11,127})"
+                             rb"(?=[ \t]+#|[ \t]*(?:\\[ \t]*)?(?:[\r\n]|\Z)))")
+_DOCKER_ENV = re.compile(rb"^[ \t]*ENV[ \t]+([A-Za-z_][A-Za-z0-9_]{0,63})[ \t]+(" + _VALUE_CHARS
+                         + rb"{12,128})[ \t]*\r?$", re.MULTILINE)
 _DOTTED_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 _HEX_KEY = re.compile(rb"[0-9a-f]{32,}|[0-9A-F]{32,}")
 _B_LETTER = re.compile(rb"[A-Za-z]")
@@ -145,8 +146,6 @@ _SECRET_NAME = re.compile(rb"(?i:password|passwd|pwd|secret|token|api[_-]?key|ap
                           rb"[\"']?\]?[ \t]*$")
 _NAME_WINDOW = 48  # bytes before the operator where the name is looked for
 _PUBLIC_KEYS = (b"sk_test_", b"pk_test_", b"rk_test_", b"pk_live_")  # Stripe's test and publishable keys
-
-
 # The same in XML: an element named so (`<dbPassword>...</dbPassword>`, Maven's `<password>` in settings.xml),
 # and .NET's app settings (`<add key="StripeApiKey" value="..." />`), the name in the key attribute.
 _XML_ELEMENT = re.compile(rb"<([A-Za-z_][\w.-]{0,40})>(" + _VALUE_CHARS + rb"{12,128})</\1>")
