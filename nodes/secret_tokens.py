@@ -117,30 +117,37 @@ def _looks_random(body: bytes, rule: str) -> bool:
     return upper + lower + bool(B_DIGIT.search(body)) >= 2
 
 
-# A password or key that no issuer's shape names, found by the name it is given: a value of twelve or more
+# A password or key that no issuer's shape names, found by the name it is given: a value of eight or more
 # characters assigned (`=`, `:`, `=>`) to a name that ends in password, secret, token, api key, access key,
 # auth key, private key or client secret (`DB_PASSWORD = "..."`, `"apiKey": "..."`, `password: ...` in YAML,
 # `db.password=...` in a properties file, `export API_TOKEN=...`), or quoted after the quoted name as the
 # next argument (`define('DB_PASSWORD', '...')`, `os.getenv("API_TOKEN", "...")`). The value must look random:
-# two digits and both letter cases (a class name such as "PasswordInput2" has one digit), or thirty-two or more
-# hex digits with letters among them (Twilio's and Mailgun's keys, a 128-bit key written out: a digest under a
-# secret's name is masked too, which costs a search nothing). An unquoted value must end its line (a comment
-# may follow, or a shell's line continuation: `docker run -e DB_PASSWORD=... \`) and not be a dotted name:
-# `api_key: settings.API_KEY_V2`, `token = make_token(...)` and `${TOKEN}` are code. A Dockerfile's `ENV NAME
-# value` (the form without `=`) is read as `NAME=value`.
+# two digits and both letter cases (a class name such as "PasswordInput2" has one digit; "Tr0ub4dor&3" is a
+# password), thirty-two or more hex digits with letters among them (Twilio's and Mailgun's keys, a 128-bit key
+# written out: a digest under a secret's name is masked too, which costs a search nothing), or a random UUID
+# (Heroku's API keys). An unquoted value must end its line (a comment may follow, or a shell's line
+# continuation: `docker run -e DB_PASSWORD=... \`) and not be a dotted name: `api_key: settings.API_KEY_V2`,
+# `token = make_token(...)` and `${TOKEN}` are code. A Dockerfile's `ENV NAME value` (the form without `=`) is
+# read as `NAME=value`.
 # The value is found first (after an operator), the name in the few bytes before it: a scan of the file for
 # every name would be ten times slower. An issuer's shape, where one matches, names the token instead
 # (`secret_spans`).
 NAMED_SECRET = "password or key (by its name)"
 _VALUE_CHARS = rb"[A-Za-z0-9_+/=.!@#$%^&*~-]"
-_ASSIGNED_VALUE = re.compile(rb"(:|=>|=|(?<=[\"']),)[ \t]*(?:([\"'])(" + _VALUE_CHARS + rb"{12,128})\2"
-                             rb"|([A-Za-z0-9+/]" + _VALUE_CHARS + rb"{11,127})"
+_VALUE = _VALUE_CHARS + rb"{8,128}"  # a value's length, in every form it is read in
+_ASSIGNED_VALUE = re.compile(rb"(:|=>|=|(?<=[\"']),)[ \t]*(?:([\"'])(" + _VALUE + rb")\2"
+                             rb"|((?=[A-Za-z0-9+/])" + _VALUE + rb")"
                              rb"(?=[ \t]+#|[ \t]*(?:\\[ \t]*)?(?:[\r\n]|\Z)))")
-_DOCKER_ENV = re.compile(rb"^[ \t]*ENV[ \t]+([A-Za-z_][A-Za-z0-9_]{0,63})[ \t]+(" + _VALUE_CHARS
-                         + rb"{12,128})[ \t]*\r?$", re.MULTILINE)
+_DOCKER_ENV = re.compile(rb"^[ \t]*ENV[ \t]+([A-Za-z_][A-Za-z0-9_]{0,63})[ \t]+(" + _VALUE + rb")[ \t]*\r?$",
+                         re.MULTILINE)
 _DOTTED_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 _HEX_KEY = re.compile(rb"[0-9a-f]{32,}|[0-9A-F]{32,}")
 _B_LETTER = re.compile(rb"[A-Za-z]")
+_UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+# A random UUID nearly always shows 12 or more of the 16 hex digits (14 on average); an example counting up
+# (`12345678-1234-5678-1234-567812345678`) or of one digit shows fewer. The examples docs copy are public.
+_UUID_DIGITS = 12
+_EXAMPLE_UUIDS = (b"123e4567-e89b-12d3-a456-426614174000", b"550e8400-e29b-41d4-a716-446655440000")
 _SECRET_NAME = re.compile(rb"(?i:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key"
                           rb"|private[_-]?key|client[_-]?secret)((?:[_.-][A-Za-z0-9_.-]{0,24}|[A-Z][A-Za-z0-9]{0,24})?)"
                           rb"[\"']?\]?[ \t]*$")
@@ -148,23 +155,33 @@ _NAME_WINDOW = 48  # bytes before the operator where the name is looked for
 _PUBLIC_KEYS = (b"sk_test_", b"pk_test_", b"rk_test_", b"pk_live_")  # Stripe's test and publishable keys
 # The same in XML: an element named so (`<dbPassword>...</dbPassword>`, Maven's `<password>` in settings.xml),
 # and .NET's app settings (`<add key="StripeApiKey" value="..." />`), the name in the key attribute.
-_XML_ELEMENT = re.compile(rb"<([A-Za-z_][\w.-]{0,40})>(" + _VALUE_CHARS + rb"{12,128})</\1>")
-_XML_SETTING = re.compile(rb"\bkey=([\"'])([^\"'<>]{1,64})\1\s+value=([\"'])(" + _VALUE_CHARS + rb"{12,128})\3")
+_XML_ELEMENT = re.compile(rb"<([A-Za-z_][\w.-]{0,40})>(" + _VALUE + rb")</\1>")
+_XML_SETTING = re.compile(rb"\bkey=([\"'])([^\"'<>]{1,64})\1\s+value=([\"'])(" + _VALUE + rb")\3")
 
 
 def _random_kind(value: bytes) -> Optional[str]:
-    """"cases" or "hex" for a value that looks like a generated password or key (above), None for a word, a name
-    or a placeholder."""
+    """"cases", "hex" or "uuid" for a value that looks like a generated password or key (above), None for a
+    word, a name or a placeholder."""
     if len(B_DIGIT.findall(value)) < 2 or value.startswith(_PUBLIC_KEYS):
         return None
+    if _UUID.fullmatch(value):
+        random = len(set(value.lower()) - {ord("-")}) >= _UUID_DIGITS and value.lower() not in _EXAMPLE_UUIDS
+        return "uuid" if random else None
     if _looks_random(value, "cases"):
         return "cases"
     return "hex" if _HEX_KEY.fullmatch(value) and _B_LETTER.search(value) else None
 
 
+def _names_a_secret(before: bytes, kind: str) -> bool:
+    """Whether `before` (the bytes before a value, or the name it is given) ends in a secret's name. A hex value
+    under a name with a dotted tail is a file's digest (`"src/token.rs": "<sha256>"` in a checksum list), not
+    a key."""
+    name = _SECRET_NAME.search(before)
+    return name is not None and not (kind == "hex" and b"." in name.group(1))
+
+
 def _named_secret_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
-    """(start, end, NAMED_SECRET) of each value assigned to a secret's name (above). A hex value under a name
-    with a dotted tail is a file's digest (`"src/token.rs": "<sha256>"` in a checksum list), not a key."""
+    """(start, end, NAMED_SECRET) of each value assigned to a secret's name (above)."""
     for m in _ASSIGNED_VALUE.finditer(data):
         group = 3 if m.group(3) is not None else 4
         value = m.group(group)
@@ -173,14 +190,14 @@ def _named_secret_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
         kind = _random_kind(value)
         if kind is None:
             continue
-        name = _SECRET_NAME.search(data, max(0, m.start() - _NAME_WINDOW), m.start())
-        if name is not None and not (kind == "hex" and b"." in name.group(1)):
+        if _names_a_secret(data[max(0, m.start() - _NAME_WINDOW):m.start()], kind):
             yield m.start(group), m.end(group), NAMED_SECRET
     for pattern, hint, name_group, value_group in ((_XML_ELEMENT, b"</", 1, 2), (_XML_SETTING, b"value=", 2, 4),
                                                    (_DOCKER_ENV, b"ENV", 1, 2)):
         if hint in data:
             for m in pattern.finditer(data):
-                if _random_kind(m.group(value_group)) is not None and _SECRET_NAME.search(m.group(name_group)):
+                kind = _random_kind(m.group(value_group))
+                if kind is not None and _names_a_secret(m.group(name_group), kind):
                     yield m.start(value_group), m.end(value_group), NAMED_SECRET
 
 

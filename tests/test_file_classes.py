@@ -204,6 +204,8 @@ TOKENS = {
 
 NAMED_VALUE = "x9K" + fake(13, 55) + "4"
 HEX_KEY = "a1" + fake(30, 56, "0123456789abcdef")
+SHORT_VALUE = "Tr0ub4dor&3"  # eleven characters: a password a person chose
+UUID_KEY = "3f2b8c1e-9d4a-4f6b-b7e2-1a5c9d8e0f37"  # a random UUID (Heroku's API keys look so)
 NAMED = "password or key (by its name)"
 
 
@@ -292,6 +294,10 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     '{"files":{"src/token.rs":"' + "3f" * 32 + '","src/secret.go":"' + "9c" * 32 + '"}}\n',
     # a hex value with no letter is a number
     'access_token_ttl = "' + "12345678" * 4 + '"\n',
+    # values under a secret's name that are too short, or show one digit, and UUIDs that are examples
+    'password = "Ab1cd2e"\nDB_PASSWORD = "Passw0rd"\n',
+    'api_key = "123e4567-e89b-12d3-a456-426614174000"\n',
+    "token: 12345678-1234-5678-1234-567812345678\nsecret: 00000000-0000-0000-0000-000000000000\n",
     # Slack's documented placeholder webhook
     "url: https://hooks.slack.com/services/T00000000/B00000000/" + "X" * 24 + "\n",
     # URLs whose password is an example or a template, and URLs with a user and no password
@@ -357,6 +363,13 @@ def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
     # hex keys with no prefix (Twilio's auth token, a 128-bit key written out), lower or upper case
     ('TWILIO_AUTH_TOKEN = "' + HEX_KEY + '"\n', "password or key (by its name)", HEX_KEY),
     ("signing_secret: " + HEX_KEY.upper() + "\n", "password or key (by its name)", HEX_KEY.upper()),
+    # eight to eleven characters, in each form a value is read in; a random UUID
+    ("database:\n  password: " + SHORT_VALUE + "\n", NAMED, SHORT_VALUE),
+    ('const apiKey = "' + SHORT_VALUE + '";\n', NAMED, SHORT_VALUE),
+    ("<password>" + SHORT_VALUE + "</password>\n", NAMED, SHORT_VALUE),
+    ("ENV DB_PASSWORD " + SHORT_VALUE + "\n", NAMED, SHORT_VALUE),
+    ("HEROKU_API_KEY=" + UUID_KEY + "\n", NAMED, UUID_KEY),
+    ('{"api_token": "' + UUID_KEY.upper() + '"}\n', NAMED, UUID_KEY.upper()),
 ])
 def test_file_classes_webhooks_aws_secrets_and_url_passwords_are_secrets(text: str, kind: str, secret: str) -> None:
     """The part that is the credential is masked (a webhook's last path segment, the key's value, the URL's
