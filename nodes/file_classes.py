@@ -12,7 +12,7 @@ Two reasons, each a skip reason of its own in the skip report and in `coderag st
   like `DB_PASSWORD` or `apiKey` makes a file a secret too, unless the file is source code (CODE_LANGUAGES): there the token is one
   line of hundreds, so the file is indexed with the token's characters masked (nodes/secret_tokens.py,
   nodes/file_text.py) rather than lost to search.
-- `data`: CSV/TSV, images as text (SVG, ...), notebooks, lock files, snapshots (`data_name`: below every
+- `data`: CSV/TSV, images as text (SVG, ...), notebooks that cannot be read as cells, lock files, snapshots (`data_name`: below every
   ignore file's patterns, so `!*.csv` in a .coderagignore brings CSVs back), big JSON/YAML/XML,
   big fixtures, and files that are mostly numeric rows or base64 (`content_class`). One chunk per row
   costs most of a first index's embedding time and never answers a question about the code.
@@ -27,6 +27,7 @@ from typing import Optional
 
 from coderag.nodes.file_roles import FIXTURE_DIRS
 from coderag.nodes.languages import EXTENSIONS, detect_language
+from coderag.nodes.notebook import is_notebook, notebook_text
 from coderag.nodes.secret_tokens import B_DIGIT, line_of, token_secret
 
 SECRET, DATA = "secret", "data"
@@ -95,7 +96,6 @@ SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".kube", ".gem"})
 DATA_SUFFIXES = frozenset({
     ".csv", ".tsv", ".psv", ".jsonl", ".ndjson", ".geojson", ".topojson", ".arff", ".har",   # rows, records
     ".svg", ".eps", ".xpm", ".xbm", ".pbm", ".pgm", ".ppm", ".drawio",                      # images as text
-    ".ipynb",
     ".lock", ".lockfile", ".lockb",                                                          # lock files
     ".snap", ".ambr",                                                                        # test snapshots
 })
@@ -104,10 +104,9 @@ DATA_NAMES = frozenset({
     "Package.resolved", "go.sum", "go.work.sum",
 })
 DATA_DIRS = frozenset({"__snapshots__"})
-# Notebooks (`*.ipynb`) are data here: as raw JSON every code line is a quoted string and the outputs
-# (base64 images, tables) are most of the bytes, so their chunks embed as noise; the cells would need a
-# converter of their own. Lock files list versions that the manifest next to them (pyproject.toml,
-# package.json, Cargo.toml) already names, so BM25 loses nothing either.
+# Lock files list versions that the manifest next to them (pyproject.toml, package.json, Cargo.toml) already
+# names, so BM25 loses nothing. A notebook (`*.ipynb`) is indexed as its cells (nodes/notebook.py), never as
+# its raw JSON, whose outputs (base64 images, tables) are most of the bytes: one that cannot be read so is data.
 
 
 def _split(rel_path: str) -> tuple[list[str], str, str]:
@@ -216,6 +215,9 @@ def data_content(rel_path: str, data: bytes) -> Optional[str]:
     """Why a file that was read is data (size, rows of numbers, base64), or None. `data`: its bytes."""
     if data_name(rel_path) is not None:
         return None  # data by name that the walk let through: a user's `!pattern` asked for it
+    if is_notebook(rel_path):
+        readable = notebook_text(data.decode("utf-8", "replace").replace("\r\n", "\n")) is not None
+        return None if readable else "a notebook of another kernel, or not one source line per line of its JSON"
     language = detect_language(rel_path, data[:200].decode("utf-8", "replace"))
     if language in CODE_LANGUAGES:
         return None

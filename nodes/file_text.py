@@ -22,6 +22,7 @@ from typing import Optional
 
 from coderag.nodes.secret_tokens import line_of, secret_spans
 from coderag.nodes.managed_section import blank_managed_sections
+from coderag.nodes.notebook import notebook_text
 
 REPLACED_NOTE = "decoded with replacement"  # an indexed file had bytes that are not UTF-8
 MASKED_NOTE = "secret masked"  # an indexed file had a token, masked in every copy of its text
@@ -92,10 +93,11 @@ def mask_secrets(data: bytes) -> tuple[bytes, tuple[tuple[int, str], ...]]:
     return bytes(out), tuple(lines)
 
 
-def decode_file(data: bytes) -> DecodedText:
+def decode_file(data: bytes, notebook: bool = False) -> DecodedText:
     """The text of a file's bytes (a UTF-8 BOM dropped, CRLF and a CR alone made LF, tokens masked, bad bytes
     replaced). A CR alone ends a line as editors and Node's readline (Claude Code's reader) end one, so a classic
-    Mac file's line numbers are the ones they show.
+    Mac file's line numbers are the ones they show. A `notebook`'s text is its cells, on its own lines
+    (nodes/notebook.py).
 
     Examples:
         >>> ft = decode_file("# caf\\xe9\\ndef f():\\n    return 1\\n".encode("latin-1"))
@@ -112,4 +114,8 @@ def decode_file(data: bytes) -> DecodedText:
         replaced = text.count(_REPLACEMENT) - raw.count(_REPLACEMENT.encode("utf-8"))
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = blank_managed_sections(text)  # CLAUDE.md's coderag section is not the repo's
+    if notebook:
+        cells = notebook_text(text)
+        if cells is not None:  # else the file changed since it was classed (nodes/file_classes.py): its JSON
+            text = cells
     return DecodedText(text, replaced, first, masked)

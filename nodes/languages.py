@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 EXTENSIONS: dict[str, str] = {
-    ".py": "python", ".pyi": "python", ".pyw": "python",
+    ".py": "python", ".pyi": "python", ".pyw": "python", ".ipynb": "python",  # a notebook's cells: nodes/notebook.py
     ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
     ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
     ".go": "go", ".rs": "rust", ".java": "java",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from coderag.nodes.file_classes import content_class
 from coderag.nodes.file_text import decode_file
+from coderag.nodes.notebook import is_notebook
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.safe_path import (MISSING, UNDECODABLE, UNREADABLE, escaped_name, file_kind, is_decodable,
                                      open_regular)
@@ -168,7 +169,7 @@ def read_text_file(entry: FileEntry, skips: SkipLog, hard_max_bytes: int = DEFAU
     if (cls := content_class(entry.rel_path, data)) is not None:  # a secret or data (file_classes.py)
         skips.add(entry.rel_path, *cls)
         return None
-    decoded = decode_file(data)
+    decoded = decode_file(data, notebook=is_notebook(entry.rel_path))
     if decoded.mostly_undecodable:
         skips.add(entry.rel_path, "binary", f"{decoded.replaced} of {len(decoded.text)} characters are not UTF-8")
         return None

@@ -13,6 +13,7 @@ from typing import Optional
 
 from coderag.nodes.file_classes import SECRET, content_class, secret_name
 from coderag.nodes.file_text import decode_file
+from coderag.nodes.notebook import is_notebook
 from coderag.nodes.safe_path import RepoFiles
 
 # Why a file is not shown although the index holds it: the current file-class rules call it a secret (it
@@ -124,7 +125,7 @@ class LineSource:
                     return None
                 # The text as the indexer made it: tokens masked (never shown, even from a file changed since
                 # it was indexed), bad bytes replaced, lines numbered alike.
-                entry = [st.st_size, st.st_mtime_ns, decode_file(data).text, None]
+                entry = [st.st_size, st.st_mtime_ns, decode_file(data, notebook=is_notebook(rel_path)).text, None]
             except OSError:
                 self.refusal[rel_path] = "unreadable"
                 self._entries[rel_path] = None

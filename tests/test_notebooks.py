@@ -1,0 +1,113 @@
+"""A Jupyter notebook is indexed as its cells, on the notebook file's own line numbers (nodes/notebook.py); its
+outputs never are, and a notebook that cannot be read so stays data."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from conftest import write_files
+
+
+def notebook(cells: list[dict], language: str = "python", indent: int | None = 1) -> str:
+    """A notebook as Jupyter writes it: keys sorted, one space of indent, each source line its own string."""
+    nb = {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
+          "metadata": {"kernelspec": {"display_name": language, "language": language, "name": language}}}
+    return json.dumps(nb, indent=indent, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def code(*lines: str, outputs: tuple = ()) -> dict:
+    return {"cell_type": "code", "execution_count": 1, "id": f"c{len(lines)}", "metadata": {},
+            "outputs": list(outputs), "source": list(lines)}
+
+
+def markdown(*lines: str) -> dict:
+    return {"cell_type": "markdown", "id": "m", "metadata": {}, "source": list(lines)}
+
+
+IMAGE = base64.b64encode(random.Random(7).randbytes(3000)).decode()
+_RANDOM = random.Random(8)
+TOKEN = "ghp_" + "".join(_RANDOM.choice("abcdefghijkLMNOPQRSTUV0123456789") for _ in range(36))
+ANALYSIS = notebook([
+    markdown("# Churn model\n", "\n", "Train a model on the customer table."),
+    code("%matplotlib inline\n", "import pandas as pd\n", "\n", "def load_customers(path):\n",
+         '    """Read the customer table and drop test accounts."""\n', "    return pd.read_csv(path)",
+         outputs=({"name": "stdout", "output_type": "stream", "text": ["quarterly_revenue_forecast 1200\n"]},)),
+    code("def churn_rate_by_month(df):\n", '    """Share of customers who cancelled, per signup month."""\n',
+         "    return df.groupby(df.signup.dt.month).cancelled.mean()\n", "\n",
+         f'GITHUB_TOKEN = "{TOKEN}"',
+         outputs=({"data": {"image/png": IMAGE, "application/json": {"source": ["vega_spec_output_source"]}},
+                   "metadata": {}, "output_type": "display_data"},)),
+    code(),
+])
+
+
+def _file_lines(root: Path, rel: str) -> list[str]:
+    return (root / rel).read_text(encoding="utf-8").split("\n")
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory):
+    from coderag import CodeIndex
+    from coderag.pipelines.index_repository import index_repository
+
+    root = write_files(tmp_path_factory.mktemp("nb") / "repo", {
+        "notebooks/analysis.ipynb": ANALYSIS, "src/app.py": "def main():\n    return 0\n"})
+    index_repository(root)
+    with CodeIndex.open(root, create=False) as idx:
+        yield root, idx
+
+
+def test_notebooks_a_cell_is_found_on_the_lines_of_the_notebook_file(indexed) -> None:
+    root, idx = indexed
+    res = idx.search("share of customers who cancelled per signup month", refresh=False)
+    hit = res[0]
+    assert hit.file_path == "notebooks/analysis.ipynb"
+    lines = _file_lines(root, hit.file_path)
+    where = lines.index('    "def churn_rate_by_month(df):\\n",') + 1
+    assert hit.start_line <= where <= hit.end_line
+    shown = hit.text.split("\n")
+    assert shown[where - hit.start_line] == "def churn_rate_by_month(df):"
+    # every line shown is the string on that line of the file, decoded: the line numbers are the file's
+    for number, text in zip(range(hit.start_line, hit.end_line + 1), shown):
+        if text and not text.startswith("#") and "SECRET MASKED" not in text:
+            assert json.loads(lines[number - 1].strip().rstrip(",")).rstrip("\n") == text
+
+
+def test_notebooks_outputs_are_never_indexed_and_tokens_in_cells_are_masked(indexed) -> None:
+    _, idx = indexed
+    for query in ("quarterly_revenue_forecast", "vega_spec_output_source", IMAGE[:40]):
+        assert not any(r.file_path.endswith(".ipynb") for r in idx.search(query, retriever="bm25", refresh=False))
+    hits = idx.search("GITHUB_TOKEN churn_rate_by_month", retriever="bm25", refresh=False)
+    text = next(r.text for r in hits if r.file_path.endswith(".ipynb"))
+    assert "GITHUB_TOKEN" in text and "[SECRET MASKED]" in text and TOKEN[4:] not in text
+    markdown_hits = idx.search("customer table model", retriever="bm25", refresh=False)
+    assert any("# Train a model on the customer table." in r.text for r in markdown_hits)
+
+
+@pytest.mark.parametrize("text, why", [
+    (notebook([code("x = 1\n", "y = 2")], indent=None), "one line of JSON"),
+    (notebook([code("x <- 1\n", "y <- 2")], language="R"), "another kernel"),
+    (notebook([{**code(), "source": "x = 1\ny = 2"}]), "a source of one string of two lines"),
+])
+def test_notebooks_that_cannot_be_read_as_cells_stay_data(tmp_path: Path, text: str, why: str) -> None:
+    from coderag.nodes.file_classes import DATA, content_class
+    from coderag.nodes.notebook import notebook_text
+
+    assert notebook_text(text) is None, why
+    assert content_class("nb/other.ipynb", text.encode())[0] == DATA, why
+
+
+def test_notebooks_cells_of_one_line_and_empty_cells_keep_their_lines() -> None:
+    from coderag.nodes.notebook import notebook_text
+
+    text = notebook([{**code(), "source": "x = 1"}, code(), markdown("Done.")])
+    out = notebook_text(text).split("\n")
+    lines = text.split("\n")
+    assert len(out) == len(lines)
+    assert [(lines[i].strip(), ln) for i, ln in enumerate(out) if ln] == [('"source": "x = 1"', "x = 1"),
+                                                                         ('"Done."', "# Done.")]
