@@ -12,10 +12,10 @@ Two reasons, each a skip reason of its own in the skip report and in `coderag st
   like `DB_PASSWORD` or `apiKey` makes a file a secret too, unless the file is source code (CODE_LANGUAGES): there the token is one
   line of hundreds, so the file is indexed with the token's characters masked (nodes/secret_tokens.py,
   nodes/file_text.py) rather than lost to search.
-- `data`: CSV/TSV, images as text (SVG, ...), notebooks that cannot be read as cells, lock files, snapshots (`data_name`: below every
-  ignore file's patterns, so `!*.csv` in a .coderagignore brings CSVs back), big JSON/YAML/XML,
-  big fixtures, and files that are mostly numeric rows or base64 (`content_class`). One chunk per row
-  costs most of a first index's embedding time and never answers a question about the code.
+- `data`: CSV/TSV, images as text (SVG, ...), lock files, snapshots (`data_name`: below every ignore file's
+  patterns, so `!*.csv` in a .coderagignore brings CSVs back), big JSON/YAML/XML, big fixtures, notebooks that
+  cannot be read as cells, and files that are mostly numeric rows or base64 (`content_class`). One chunk per
+  row costs most of a first index's embedding time and never answers a question about the code.
 
 Stdlib only: the walk of a no-change run imports this.
 """

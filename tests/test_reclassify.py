@@ -50,7 +50,8 @@ def upgraded(tmp_path_factory: pytest.TempPathFactory):
     root = write_files(tmp_path_factory.mktemp("reclassify") / "shop", FILES)
     mp = pytest.MonkeyPatch()
     mp.setattr(scan, "content_class", lambda rel, data: None)  # the reader of before the content rules,
-    mp.setattr(scan, "decode_file", lambda data, notebook=False: DecodedText(data.decode("utf-8")))  # and before masking
+    mp.setattr(scan, "decode_file",  # and before masking
+               lambda data, notebook=False: DecodedText(data.decode("utf-8")))
     try:
         old = index_repository(root, settings=Settings())
     finally:
