@@ -73,7 +73,7 @@ def notebook_text(text: str) -> Optional[str]:
     """
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return None
     cells = doc.get("cells") if isinstance(doc, dict) else None
     if not isinstance(cells, list) or _language(doc) != _LANGUAGE:

@@ -93,6 +93,8 @@ def test_notebooks_outputs_are_never_indexed_and_tokens_in_cells_are_masked(inde
     (notebook([code("x = 1\n", "y = 2")], indent=None), "one line of JSON"),
     (notebook([code("x <- 1\n", "y <- 2")], language="R"), "another kernel"),
     (notebook([{**code(), "source": "x = 1\ny = 2"}]), "a source of one string of two lines"),
+    ("[" * 100_000 + "]" * 100_000, "JSON nested deeper than the parser goes"),
+    ('{"cells": [{"cell_type": "code", "source": [1, 2]}]}', "a source that is not text"),
 ])
 def test_notebooks_that_cannot_be_read_as_cells_stay_data(tmp_path: Path, text: str, why: str) -> None:
     from coderag.nodes.file_classes import DATA, content_class
