@@ -28,8 +28,9 @@ SPLITTER_VERSION = "5"  # 2: small siblings merged (chunking.min_tokens); 3: Typ
 # declare are marked (DECLARATION_KEY). A change that only a few files show is not a new version (which builds
 # every index again, its searches waiting on the rebuild): an upgrade step indexes those files again
 # (pipelines/migrations.py), as for a CR alone ending a line.
-LINE_ENDS_KEY = "line_ends"  # meta: how the indexed files' lines were ended
-LINE_ENDS = "lf, crlf, cr"  # a CR alone ends a line too (nodes/file_text.py decode_file)
+LINE_ENDS_KEY = "line_ends"  # meta: how the indexed files' bytes were made lines
+# A CR alone ends a line too, and a notebook's lines are its cells (nodes/file_text.py decode_file)
+LINE_ENDS = "lf, crlf, cr; notebook cells"
 BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024
 

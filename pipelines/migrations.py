@@ -15,6 +15,7 @@ from coderag.nodes.file_classes import DATA, SECRET
 from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.file_text import MASKED_NOTE
+from coderag.nodes.notebook import is_notebook
 from coderag.nodes.safe_path import open_regular
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
 from coderag.pipelines.changes import SKIPS_RECHECKED_KEY, ChangeSet
@@ -28,6 +29,7 @@ PURGED_NOTE = 'indexed files dropped as secrets or data ("coderag index --rebuil
 REMASKED_NOTE = 'indexed files indexed again with their tokens masked ("coderag index --rebuild" also scrubs the ' \
                 "shard's files)"
 RESPLIT_NOTE = "files whose lines end in a CR alone (a classic Mac file) indexed again with their line numbers"
+NOTEBOOKS_NOTE = "notebooks indexed again as their cells"
 _LONE_CR = re.compile(rb"\r(?!\n)")
 
 
@@ -143,15 +145,18 @@ def purge_reclassified(root: Path, settings: Settings, state: IndexState, progre
 
 
 def resplit_lone_cr(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
-                    store: Any = None) -> int:
-    """Index again the files where a CR alone ends a line: an index made before such a CR ended a line holds
-    each as one line, so its answers give them wrong line numbers. Once per index (LINE_ENDS_KEY in the
-    meta table): each indexed file's bytes are read once, no decoding; only the files found are split and
-    embedded again, not the whole index (as a new SPLITTER_VERSION would). Returns the files indexed again."""
+                    store: Any = None) -> dict[str, int]:
+    """Index again the files whose lines the current decoding makes otherwise: where a CR alone ends a line (an
+    index made before such a CR ended a line holds each as one line, so its answers give them wrong line
+    numbers), and notebooks (one that a `!*.ipynb` brought in was indexed as its raw JSON, before a notebook
+    was read as its cells). Once per index (LINE_ENDS_KEY in the meta table): each indexed file's bytes are
+    read once, no decoding; only the files found are split and embedded again, not the whole index (as a new
+    SPLITTER_VERSION would). Returns the files indexed again, by description."""
     if state.get_meta(LINE_ENDS_KEY) == LINE_ENDS:
-        return 0
+        return {}
     indexed = sorted(p for p, r in state.files().items() if r.status in SEARCHABLE)
     found: list[FileEntry] = []
+    notebooks = 0
     for i, path in enumerate(indexed, 1):
         p = root / path
         fh, _, _ = open_regular(p, root)  # never blocks, never leaves the root
@@ -162,8 +167,9 @@ def resplit_lone_cr(root: Path, settings: Settings, state: IndexState, progress:
                     data = fh.read(settings.chunking.max_file_bytes + 1)
             except OSError:
                 data = b""
-            if b"\r" in data and _LONE_CR.search(data):
+            if is_notebook(path) or (b"\r" in data and _LONE_CR.search(data)):
                 found.append(FileEntry(path, str(p), st.st_size, st.st_mtime_ns))
+                notebooks += is_notebook(path)
         if progress and (i % 500 == 0 or i == len(indexed)):
             progress("line ends", i, len(indexed))
     if found:
@@ -171,7 +177,7 @@ def resplit_lone_cr(root: Path, settings: Settings, state: IndexState, progress:
         sync(run, ChangeSet(found, found, 0, [], SkipLog()), fingerprint(settings), progress, force=True)
     state.set_meta(LINE_ENDS_KEY, LINE_ENDS)
     state.commit()
-    return len(found)
+    return {k: v for k, v in ((RESPLIT_NOTE, len(found) - notebooks), (NOTEBOOKS_NOTE, notebooks)) if v}
 
 
 def drop_new_secrets(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
@@ -189,7 +195,7 @@ def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: O
                   store: Any = None) -> dict[str, int]:
     """Everything an index written by an older coderag lacks, added once and without re-embedding: the
     token counts of its files' lines, then the current payload format, then the removal of files that are
-    secrets or data by the current rules, then the files whose lines end in a CR alone, split again. `store`:
+    secrets or data by the current rules, then the files whose lines are made otherwise now, split again. `store`:
     the process's open store (see upgrade_store). Returns what was done, by description, leaving out what was
     not needed."""
     counted = fill_line_tokens(root, state, progress)
@@ -202,4 +208,4 @@ def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: O
     resplit = resplit_lone_cr(root, settings, state, progress, store=store)
     return {**{k: v for k, v in (("files' line token counts stored", counted),
                                  ("stored chunks rewritten in the current format", rewritten)) if v},
-            **rechecked, **({RESPLIT_NOTE: resplit} if resplit else {})}
+            **rechecked, **resplit}

@@ -113,3 +113,37 @@ def test_notebooks_cells_of_one_line_and_empty_cells_keep_their_lines() -> None:
     assert len(out) == len(lines)
     assert [(lines[i].strip(), ln) for i, ln in enumerate(out) if ln] == [('"source": "x = 1"', "x = 1"),
                                                                          ('"Done."', "# Done.")]
+
+
+def test_notebooks_an_index_that_holds_one_as_raw_json_indexes_it_again_as_cells(tmp_path: Path) -> None:
+    """Before notebooks were read as cells, a `!*.ipynb` brought them in as JSON; the upgrade indexes them again
+    (pipelines/migrations.py resplit_lone_cr), and only them."""
+    from coderag import CodeIndex
+    from coderag.nodes import scan
+    from coderag.nodes.file_text import DecodedText
+    from coderag.pipelines.index_repository import index_repository
+    from coderag.pipelines.ingestion import LINE_ENDS_KEY
+    from coderag.pipelines.migrations import NOTEBOOKS_NOTE
+
+    root = write_files(tmp_path / "repo", {"nb/analysis.ipynb": ANALYSIS, "src/app.py": "def main():\n    return 0\n"})
+    mp = pytest.MonkeyPatch()
+    mp.setattr(scan, "decode_file", lambda data, notebook=False: DecodedText(data.decode("utf-8")))  # the JSON
+    try:
+        index_repository(root)
+    finally:
+        mp.undo()
+    with CodeIndex.open(root, create=False) as idx:
+        idx.state.set_meta(LINE_ENDS_KEY, "lf, crlf, cr")  # as the index of a coderag of before has it
+        idx.state.commit()
+        app_before = set(idx.docstore.get_ref_doc_info("src/app.py").node_ids)
+        raw = idx.search("churn_rate_by_month", retriever="bm25", refresh=False)
+        assert any('"def churn_rate_by_month(df):\\n",' in r.text for r in raw)  # the control: JSON held
+
+    assert index_repository(root).upgraded == {NOTEBOOKS_NOTE: 1}
+    with CodeIndex.open(root, create=False) as idx:
+        hit = next(r for r in idx.search("churn_rate_by_month", retriever="bm25", refresh=False)
+                   if r.file_path == "nb/analysis.ipynb")
+        where = _file_lines(root, "nb/analysis.ipynb").index('    "def churn_rate_by_month(df):\\n",') + 1
+        assert hit.text.split("\n")[where - hit.start_line] == "def churn_rate_by_month(df):"
+        assert set(idx.docstore.get_ref_doc_info("src/app.py").node_ids) == app_before  # not indexed again
+    assert index_repository(root).upgraded == {}  # once
