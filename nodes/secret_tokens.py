@@ -172,11 +172,11 @@ def _random_kind(value: bytes) -> Optional[str]:
     return "hex" if _HEX_KEY.fullmatch(value) and _B_LETTER.search(value) else None
 
 
-def _names_a_secret(before: bytes, kind: str) -> bool:
-    """Whether `before` (the bytes before a value, or the name it is given) ends in a secret's name. A hex value
-    under a name with a dotted tail is a file's digest (`"src/token.rs": "<sha256>"` in a checksum list), not
-    a key."""
-    name = _SECRET_NAME.search(before)
+def _names_a_secret(data: bytes, start: int, end: int, kind: str) -> bool:
+    """Whether `data[start:end]` (the bytes before a value, or the name it is given) ends in a secret's name. A
+    hex value under a name with a dotted tail is a file's digest (`"src/token.rs": "<sha256>"` in a checksum
+    list), not a key."""
+    name = _SECRET_NAME.search(data, start, end)
     return name is not None and not (kind == "hex" and b"." in name.group(1))
 
 
@@ -190,14 +190,14 @@ def _named_secret_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
         kind = _random_kind(value)
         if kind is None:
             continue
-        if _names_a_secret(data[max(0, m.start() - _NAME_WINDOW):m.start()], kind):
+        if _names_a_secret(data, max(0, m.start() - _NAME_WINDOW), m.start(), kind):
             yield m.start(group), m.end(group), NAMED_SECRET
     for pattern, hint, name_group, value_group in ((_XML_ELEMENT, b"</", 1, 2), (_XML_SETTING, b"value=", 2, 4),
                                                    (_DOCKER_ENV, b"ENV", 1, 2)):
         if hint in data:
             for m in pattern.finditer(data):
                 kind = _random_kind(m.group(value_group))
-                if kind is not None and _names_a_secret(m.group(name_group), kind):
+                if kind is not None and _names_a_secret(data, m.start(name_group), m.end(name_group), kind):
                     yield m.start(value_group), m.end(value_group), NAMED_SECRET
 
 
