@@ -27,6 +27,7 @@ RULE_FILE_NAMES = IGNORE_FILE_NAMES + (ATTRIBUTES_NAME,)  # a change to one may 
 
 # Lowest precedence: a user's .gitignore or .coderagignore can re-include any of these with "!pattern".
 # Lock files, CSVs, SVGs, snapshots ... are file_classes.data_name, below these, and counted as "data".
+# `.~*` is the copy Jupyter keeps of a notebook while it saves it.
 BUILTIN_PATTERNS = """
 .git/
 .hg/
@@ -45,6 +46,7 @@ __pycache__/
 .pytest_cache/
 .ruff_cache/
 .ipynb_checkpoints/
+.~*
 *.egg-info/
 .eggs/
 build/

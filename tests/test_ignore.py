@@ -158,7 +158,7 @@ def test_ignore_data_files_are_skipped_and_a_negation_brings_them_back(tmp_path:
         "bench/results.csv": "a,b\n", "keep/table.csv": "a,b\n", "docs/logo.svg": "<svg/>\n",
         "yarn.lock": "x\n", "Pipfile.lock": "{}\n", "composer.lock": "{}\n", "Gemfile.lock": "x\n",
         "web/__snapshots__/App.test.js.snap": "exports[`a`] = `b`;\n", "tests/__snapshots__/view.txt": "v\n",
-        "nb/analysis.ipynb": "{}\n", "src/app.py": "A = 1\n",
+        "nb/analysis.ipynb": "{}\n", "nb/.~analysis.ipynb": "{}\n", "src/app.py": "A = 1\n",
     })
     skips = SkipLog()
     walked = {e.rel_path for e in walk(root, IgnoreMatcher(root, skips=skips), skips)}
