@@ -3,9 +3,11 @@
 Jupyter, VS Code and Colab write a notebook (nbformat 4) as indented JSON with each line of a cell's source
 as one string on its own line of the file. So the text the index holds can keep the file's line numbers:
 each source line of a code cell is that line decoded from its JSON string, each line of a markdown cell the
-same behind a `# ` (a comment in Python, so the code around it still parses), and every other line (the
-JSON around the cells, their outputs and metadata) is blank. An answer's `analysis.ipynb:40-52` is then
-lines 40 to 52 of the file as `sed -n` or an editor showing the JSON counts them, and its text is the code.
+same behind a `# ` (a comment in Python, so the code around it still parses), the line that opens a cell's
+source a comment that names the cell (`# cell 3, id 9f2c1a`: its number and the id an editor addresses it by),
+and every other line (the JSON around the cells, their outputs and metadata) is blank. An answer's
+`analysis.ipynb:40-52` is then lines 40 to 52 of the file as `sed -n` or an editor showing the JSON counts
+them, and its text is the code.
 
 A notebook written otherwise (a cell's source as one string, the JSON on one line), or in another kernel's
 language, gives None: the file stays data, as every notebook was before (nodes/file_classes.py).
@@ -64,8 +66,9 @@ def notebook_text(text: str) -> Optional[str]:
         ...                             "source": ["import csv\\n", "rows = list(csv.reader(open('a.csv')))"]}],
         ...                  "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
         >>> lines = notebook_text(nb).split("\\n")
-        >>> [(i + 1, ln) for i, ln in enumerate(lines) if ln]
-        [(7, '# # Load'), (8, '# data'), (17, 'import csv'), (18, "rows = list(csv.reader(open('a.csv')))")]
+        >>> [(i + 1, ln) for i, ln in enumerate(lines) if ln]  # doctest: +NORMALIZE_WHITESPACE
+        [(6, '# cell 1 (markdown)'), (7, '# # Load'), (8, '# data'), (16, '# cell 2'), (17, 'import csv'),
+         (18, "rows = list(csv.reader(open('a.csv')))")]
         >>> nb.split("\\n")[16]
         '    "import csv\\\\n",'
         >>> notebook_text(json.dumps(json.loads(nb))) is None  # the whole notebook on one line
@@ -85,7 +88,7 @@ def notebook_text(text: str) -> Optional[str]:
         return None if cells else "\n".join(out)
     source_key = first.group(1) + '"source": '  # at the cells' own depth, never inside an output's data
     i = 0
-    for cell in cells:
+    for number, cell in enumerate(cells, 1):
         source = cell.get("source") if isinstance(cell, dict) else None
         if isinstance(source, str):
             source = [source] if source else []
@@ -99,6 +102,7 @@ def notebook_text(text: str) -> Optional[str]:
         if rest in ("[]", "[],", '""', '"",'):
             if source:
                 return None
+            out[i] = _label(number, cell)
             i += 1
             continue
         if rest != "[":  # one string on the key's line: a cell of one line, mapped to that line
@@ -108,6 +112,7 @@ def notebook_text(text: str) -> Optional[str]:
             out[i] = _shown(cell, value)
             i += 1
             continue
+        out[i] = _label(number, cell)
         for k, value in enumerate(source):
             line = lines[i + 1 + k] if i + 1 + k < len(lines) else ""
             if _element(line) != value or "\n" in value.rstrip("\n"):
@@ -115,6 +120,15 @@ def notebook_text(text: str) -> Optional[str]:
             out[i + 1 + k] = _shown(cell, value)
         i += 1 + len(source)
     return "\n".join(out)
+
+
+def _label(number: int, cell: dict) -> str:
+    """The line that opens a cell's source: which cell it is, so that an agent can edit it by its id (Claude
+    Code's NotebookEdit takes one) without reading the notebook first."""
+    kind = cell.get("cell_type")
+    cell_id = cell.get("id")
+    named = f", id {cell_id}" if isinstance(cell_id, str) and cell_id.isprintable() and len(cell_id) <= 64 else ""
+    return f"# cell {number}{'' if kind == 'code' else f' ({kind})'}{named}" if kind != "raw" else ""
 
 
 def _shown(cell: dict, value: str) -> str:

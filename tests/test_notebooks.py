@@ -111,8 +111,12 @@ def test_notebooks_cells_of_one_line_and_empty_cells_keep_their_lines() -> None:
     out = notebook_text(text).split("\n")
     lines = text.split("\n")
     assert len(out) == len(lines)
-    assert [(lines[i].strip(), ln) for i, ln in enumerate(out) if ln] == [('"source": "x = 1"', "x = 1"),
-                                                                         ('"Done."', "# Done.")]
+    assert [(lines[i].strip(), ln) for i, ln in enumerate(out) if ln] == [
+        ('"source": "x = 1"', "x = 1"),  # a cell of one line: its line holds the code, no label
+        ('"source": []', "# cell 2, id c0"),
+        ('"source": [', "# cell 3 (markdown), id m"),
+        ('"Done."', "# Done."),
+    ]
 
 
 def test_notebooks_an_index_that_holds_one_as_raw_json_indexes_it_again_as_cells(tmp_path: Path) -> None:
