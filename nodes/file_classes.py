@@ -248,9 +248,12 @@ def content_class(rel_path: str, data: bytes) -> Optional[tuple[str, str]]:
     why = _key_material(data)
     if why:
         return SECRET, why
-    why = token_secret(data)
-    if why and detect_language(rel_path, data[:200].decode("utf-8", "replace")) not in CODE_LANGUAGES:
-        return SECRET, why
+    # Source code holding a token is indexed with it masked (file_text.decode_file reads the tokens there), so
+    # the tokens are looked for here only in the other files.
+    if detect_language(rel_path, data[:200].decode("utf-8", "replace")) not in CODE_LANGUAGES:
+        why = token_secret(data)
+        if why:
+            return SECRET, why
     why = data_content(rel_path, data)
     if why:
         return DATA, why
