@@ -105,7 +105,22 @@ def decode_file(data: bytes, notebook: bool = False) -> DecodedText:
         ('# caf\\ufffd', 1, 5)
     """
     skip = len(_BOM) if data.startswith(_BOM) else 0
+    if notebook:
+        text, replaced, first = _decode(data[skip:], skip)
+        cells = notebook_text(text)
+        if cells is not None:  # else the file changed since it was classed (nodes/file_classes.py): its JSON
+            # Its tokens are looked for in the cells' text, the JSON's escapes undone (a `\"` hides a quoted
+            # password from the rules); the outputs, never indexed, are not read.
+            raw, masked = mask_secrets(cells.encode("utf-8"))
+            return DecodedText(raw.decode("utf-8", "replace"), replaced, first, masked)
     raw, masked = mask_secrets(data[skip:])
+    text, replaced, first = _decode(raw, skip)
+    return DecodedText(text, replaced, first, masked)
+
+
+def _decode(raw: bytes, skip: int) -> tuple[str, int, Optional[int]]:
+    """(text, characters replaced, the first bad byte's offset in the file) of bytes `raw` that start `skip`
+    bytes into the file: UTF-8 with bad bytes replaced, lines ended by LF, CLAUDE.md's coderag section blank."""
     try:
         text, replaced, first = raw.decode("utf-8"), 0, None
     except UnicodeDecodeError as exc:
@@ -113,9 +128,4 @@ def decode_file(data: bytes, notebook: bool = False) -> DecodedText:
         # U+FFFD the file itself holds (its UTF-8 is EF BF BD) was not a bad byte
         replaced = text.count(_REPLACEMENT) - raw.count(_REPLACEMENT.encode("utf-8"))
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = blank_managed_sections(text)  # CLAUDE.md's coderag section is not the repo's
-    if notebook:
-        cells = notebook_text(text)
-        if cells is not None:  # else the file changed since it was classed (nodes/file_classes.py): its JSON
-            text = cells
-    return DecodedText(text, replaced, first, masked)
+    return blank_managed_sections(text), replaced, first  # CLAUDE.md's coderag section is not the repo's

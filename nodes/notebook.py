@@ -107,7 +107,7 @@ def notebook_text(text: str) -> Optional[str]:
             continue
         if rest != "[":  # one string on the key's line: a cell of one line, mapped to that line
             value = _element(rest)
-            if value is None or [value] != source or "\n" in value.rstrip("\n"):
+            if value is None or [value] != source or not _one_line(value):
                 return None
             out[i] = _shown(cell, value)
             i += 1
@@ -115,11 +115,17 @@ def notebook_text(text: str) -> Optional[str]:
         out[i] = _label(number, cell)
         for k, value in enumerate(source):
             line = lines[i + 1 + k] if i + 1 + k < len(lines) else ""
-            if _element(line) != value or "\n" in value.rstrip("\n"):
+            if _element(line) != value or not _one_line(value):
                 return None  # a string spans lines, or the JSON is laid out otherwise
             out[i + 1 + k] = _shown(cell, value)
         i += 1 + len(source)
     return "\n".join(out)
+
+
+def _one_line(value: str) -> bool:
+    """Whether a source string is one line (a line end, `\\n` or Windows' `\\r\\n`, may close it)."""
+    body = value.rstrip("\r\n")
+    return "\n" not in body and "\r" not in body
 
 
 def _label(number: int, cell: dict) -> str:
@@ -134,7 +140,7 @@ def _label(number: int, cell: dict) -> str:
 def _shown(cell: dict, value: str) -> str:
     """One source line as the index holds it: a code cell's as it is, a markdown cell's as a comment, a raw
     cell's (text for a converter, not run) blank."""
-    line = value.rstrip("\n")
+    line = value.rstrip("\r\n")
     kind = cell.get("cell_type")
     if kind == "code":
         return line

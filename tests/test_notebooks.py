@@ -151,3 +151,18 @@ def test_notebooks_an_index_that_holds_one_as_raw_json_indexes_it_again_as_cells
         assert hit.text.split("\n")[where - hit.start_line] == "def churn_rate_by_month(df):"
         assert set(idx.docstore.get_ref_doc_info("src/app.py").node_ids) == app_before  # not indexed again
     assert index_repository(root).upgraded == {}  # once
+
+
+def test_notebooks_a_password_quoted_in_a_cell_is_masked_on_its_line() -> None:
+    """In the file a cell's quotes are JSON escapes (`\\"`), which hide a quoted value from the secret rules: the
+    cells' text is what they read, and the outputs are not read at all."""
+    from coderag.nodes.file_text import decode_file
+
+    password = "Tr0ub4dor&3xyz"
+    text = notebook([code("import os\r\n", f'DB_PASSWORD = "{password}"\n', "connect(DB_PASSWORD)",
+                          outputs=({"name": "stdout", "output_type": "stream", "text": [f"{TOKEN}\n"]},))])
+    decoded = decode_file(text.encode(), notebook=True)
+    where = next(i for i, ln in enumerate(text.split("\n"), 1) if "DB_PASSWORD = " in ln)
+    assert decoded.text.split("\n")[where - 1] == 'DB_PASSWORD = "' + "*" * len(password) + '"'
+    assert decoded.masked == ((where, "password or key (by its name)"),)
+    assert "import os" in decoded.text.split("\n") and password not in decoded.text and TOKEN not in decoded.text
