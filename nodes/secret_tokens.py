@@ -128,14 +128,14 @@ def _looks_random(body: bytes, rule: str) -> bool:
 # (Heroku's API keys). An unquoted value must end its line (a comment may follow, or a shell's line
 # continuation: `docker run -e DB_PASSWORD=... \`) and not be a dotted name: `api_key: settings.API_KEY_V2`,
 # `token = make_token(...)` and `${TOKEN}` are code. A Dockerfile's `ENV NAME value` (the form without `=`) is
-# read as `NAME=value`.
+# read as `NAME=value`. A quote may be escaped (`"export API_TOKEN=\"...\""`, code inside a string or JSON).
 # The value is found first (after an operator), the name in the few bytes before it: a scan of the file for
 # every name would be ten times slower. An issuer's shape, where one matches, names the token instead
 # (`secret_spans`).
 NAMED_SECRET = "password or key (by its name)"
 _VALUE_CHARS = rb"[A-Za-z0-9_+/=.!@#$%^&*~-]"
 _VALUE = _VALUE_CHARS + rb"{8,128}"  # a value's length, in every form it is read in
-_ASSIGNED_VALUE = re.compile(rb"(:|=>|=|(?<=[\"']),)[ \t]*(?:([\"'])(" + _VALUE + rb")\2"
+_ASSIGNED_VALUE = re.compile(rb"(:|=>|=|(?<=[\"']),)[ \t]*(?:\\?([\"'])(" + _VALUE + rb")\\?\2"
                              rb"|((?=[A-Za-z0-9+/])" + _VALUE + rb")"
                              rb"(?=[ \t]+#|[ \t]*(?:\\[ \t]*)?(?:[\r\n]|\Z)))")
 _DOCKER_ENV = re.compile(rb"^[ \t]*ENV[ \t]+([A-Za-z_][A-Za-z0-9_]{0,63})[ \t]+(" + _VALUE + rb")[ \t]*\r?$",

@@ -370,6 +370,9 @@ def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
     ("ENV DB_PASSWORD " + SHORT_VALUE + "\n", NAMED, SHORT_VALUE),
     ("HEROKU_API_KEY=" + UUID_KEY + "\n", NAMED, UUID_KEY),
     ('{"api_token": "' + UUID_KEY.upper() + '"}\n', NAMED, UUID_KEY.upper()),
+    # quotes escaped: code inside a string, or a string inside JSON
+    ('cmd = "export API_TOKEN=\\"' + NAMED_VALUE + '\\""\n', NAMED, NAMED_VALUE),
+    ('    "DB_PASSWORD = \\"' + SHORT_VALUE + '\\"\\n",\n', NAMED, SHORT_VALUE),
 ])
 def test_file_classes_webhooks_aws_secrets_and_url_passwords_are_secrets(text: str, kind: str, secret: str) -> None:
     """The part that is the credential is masked (a webhook's last path segment, the key's value, the URL's
