@@ -9,9 +9,9 @@ Two reasons, each a skip reason of its own in the skip report and in `coderag st
   Google API, OpenAI/Anthropic-style `sk-`, npm, PyPI, Hugging Face, SendGrid, Telegram, Shopify,
   DigitalOcean, Databricks), an Azure storage key, a Slack or Discord webhook, a JSON web token, a password in
   a URL or a connection string, an AWS access key ID or secret access key, or a random value assigned to a name
-  like `DB_PASSWORD` or `apiKey` makes a file a secret too, unless the file is source code (CODE_LANGUAGES): there the token is one
-  line of hundreds, so the file is indexed with the token's characters masked (nodes/secret_tokens.py,
-  nodes/file_text.py) rather than lost to search.
+  like `DB_PASSWORD` or `apiKey` makes a file a secret too, unless the file is source code (CODE_LANGUAGES):
+  there the token is one line of hundreds, so the file is indexed with the token's characters masked
+  (nodes/secret_tokens.py, nodes/file_text.py) rather than lost to search.
 - `data`: CSV/TSV, images as text (SVG, ...), lock files, snapshots (`data_name`: below every ignore file's
   patterns, so `!*.csv` in a .coderagignore brings CSVs back), big JSON/YAML/XML, big fixtures, notebooks that
   cannot be read as cells, and files that are mostly numeric rows or base64 (`content_class`). One chunk per
@@ -27,7 +27,8 @@ from typing import Optional
 
 from coderag.nodes.file_roles import FIXTURE_DIRS
 from coderag.nodes.languages import EXTENSIONS, detect_language
-from coderag.nodes.notebook import is_notebook, notebook_text
+from coderag.nodes.file_text import notebook_cells
+from coderag.nodes.notebook import is_notebook
 from coderag.nodes.secret_tokens import B_DIGIT, line_of, token_secret
 
 SECRET, DATA = "secret", "data"
@@ -215,8 +216,8 @@ def data_content(rel_path: str, data: bytes) -> Optional[str]:
     """Why a file that was read is data (size, rows of numbers, base64), or None. `data`: its bytes."""
     if data_name(rel_path) is not None:
         return None  # data by name that the walk let through: a user's `!pattern` asked for it
-    if is_notebook(rel_path):
-        readable = notebook_text(data.decode("utf-8", "replace").replace("\r\n", "\n")) is not None
+    if is_notebook(rel_path):  # read as decode_file reads it, so that the two agree on every notebook
+        readable = notebook_cells(data) is not None
         return None if readable else "a notebook of another kernel, or not one source line per line of its JSON"
     language = detect_language(rel_path, data[:200].decode("utf-8", "replace"))
     if language in CODE_LANGUAGES:

@@ -118,6 +118,13 @@ def decode_file(data: bytes, notebook: bool = False) -> DecodedText:
     return DecodedText(text, replaced, first, masked)
 
 
+def notebook_cells(data: bytes) -> Optional[str]:
+    """A notebook file's bytes as its cells' text, tokens not yet masked, decoded as `decode_file` decodes them
+    (a BOM dropped, every line end made LF): None when they cannot be read as cells (nodes/notebook.py)."""
+    skip = len(_BOM) if data.startswith(_BOM) else 0
+    return notebook_text(_decode(data[skip:], skip)[0])
+
+
 def _decode(raw: bytes, skip: int) -> tuple[str, int, Optional[int]]:
     """(text, characters replaced, the first bad byte's offset in the file) of bytes `raw` that start `skip`
     bytes into the file: UTF-8 with bad bytes replaced, lines ended by LF, CLAUDE.md's coderag section blank."""

@@ -166,3 +166,17 @@ def test_notebooks_a_password_quoted_in_a_cell_is_masked_on_its_line() -> None:
     assert decoded.text.split("\n")[where - 1] == 'DB_PASSWORD = "' + "*" * len(password) + '"'
     assert decoded.masked == ((where, "password or key (by its name)"),)
     assert "import os" in decoded.text.split("\n") and password not in decoded.text and TOKEN not in decoded.text
+
+
+@pytest.mark.parametrize("encode", [lambda t: b"\xef\xbb\xbf" + t.encode(), lambda t: t.replace("\n", "\r\n").encode(),
+                                    lambda t: t.replace("\n", "\r").encode()], ids=["bom", "crlf", "cr"])
+def test_notebooks_the_class_check_and_the_decoder_read_a_notebook_alike(encode) -> None:
+    """A notebook with a BOM or another line end is indexed as its cells: the class check reads it as the decoder
+    does (nodes/file_text.py notebook_cells), so it is not data to one and cells to the other."""
+    from coderag.nodes.file_classes import content_class
+    from coderag.nodes.file_text import decode_file
+
+    data = encode(notebook([code("x = 1\n", "y = 2")]))
+    assert content_class("nb/a.ipynb", data) is None
+    shown = [ln for ln in decode_file(data, notebook=True).text.split("\n") if ln]
+    assert shown == ["# cell 1, id c2", "x = 1", "y = 2"]
