@@ -88,7 +88,8 @@ def status_lines(root: Path, owner_pid: Optional[int], built_with: Optional[str]
         lines, p = [], st["indexing"]
         if p["phase"] in BUILDING:
             why = f" ({p['rebuild']})" if p.get("rebuild") else ""
-            lines.append(f"building:    {p['phase']} {p['done']}/{p['total']} files{why}")
+            meanwhile = "; searches are answered from the index as it was until then" if p.get("beside") else ""
+            lines.append(f"building:    {p['phase']} {p['done']}/{p['total']} files{why}{meanwhile}")
         note = (st.get("settings") or {}).get("note")
         return lines + ([f"settings:    {note}"] if note else [])
     try:

@@ -102,6 +102,57 @@ class OwnerBuild:
             log.exception("background indexing failed")
             self.progress.update(phase="failed", error=f"{type(exc).__name__}: {exc}")
 
+    def _build_beside(self) -> None:
+        """Build the index again beside the one that serves (CodeIndex.open_beside), whole and with its
+        vectors, while the old one answers every search; then put it in the old one's place
+        (store/beside.py). Files changed during the build are read again just before the swap and just after
+        it. A build that fails or is stopped is deleted, and the old index goes on serving."""
+        from coderag.pipelines.code_index import CodeIndex
+        from coderag.store.beside import drop, mark_ready, swap
+
+        t0 = time.perf_counter()
+        try:
+            new = CodeIndex.open_beside(self.root, self.settings, self._writer_lock)
+            try:
+                self.progress.update(phase="indexing", done=0, total=0)
+                summary = new.refresh(progress=self._progress)
+                new.refresh(progress=self._progress)  # what changed while it was built
+            finally:
+                new.close(release_lock=False)
+        except _Stopped:
+            drop(self.index_dir)
+            log.info("the rebuild beside the index stopped; the index as it was still serves")
+            return
+        except Exception as exc:
+            drop(self.index_dir)
+            log.exception("the rebuild beside the index failed")
+            self.progress.update(phase="failed", error=f"rebuilding: {type(exc).__name__}: {exc}; the index as it "
+                                                      f"was still answers searches")
+            return
+        try:
+            # Requests wait, and those under way end first; then the watcher's batches wait, and skip the
+            # index they were given once it has been replaced (the tree is read again below).
+            with self.requests_held(), self._ingest:
+                old, self.index = self.index, None
+                old.close(release_lock=False)
+                with private_umask():
+                    mark_ready(self.index_dir)
+                    swap(self.index_dir)
+                self.index = CodeIndex.open(self.root, settings=self.settings, create=True, lock=self._writer_lock)
+            self._ingest = self.index.ingest_lock
+            self.dense_ready = True
+            with self._ingest:
+                self.index.refresh()  # the watcher's batches skipped during the swap
+            self.last_build = self._build_summary(summary, time.perf_counter() - t0)
+            self._upgrade()
+            self.progress.update(phase="warming")
+            self._warm_up()
+            self.progress.update(phase="idle")
+            log.info("index of %s built again beside it, and swapped in", self.root)
+        except Exception as exc:  # requests now say the owner is not serving; status says why
+            log.exception("swapping in the rebuilt index failed")
+            self.progress.update(phase="failed", error=f"swapping in the rebuilt index: {type(exc).__name__}: {exc}")
+
     def _upgrade(self) -> None:
         """What `coderag index` does once to an index written by an older coderag: store the token counts
         of its files' lines, and rewrite its stored chunks in the current payload format (no

@@ -41,12 +41,13 @@ class OwnerChanges:
         return out
 
     def start_over(self, reason: str) -> None:
-        """Build the index again from scratch, in the background, as an owner does when it opens an index
-        built with other settings: the build in progress ends at its next batch, the index is set aside
-        (its vectors kept for chunks that come out the same), then BM25 first and vectors after. The
-        owner keeps its writer lock throughout: nobody else writes the index meanwhile."""
-        from coderag.pipelines.code_index import CodeIndex
-        from coderag.store.previous_cache import set_aside
+        """Build the index again from scratch, in the background: the build in progress ends at its next
+        batch, then the new index is built beside the old one, which answers every search until the new one
+        is complete and takes its place (store/beside.py). Where that cannot be (the store is a server or a
+        shard set elsewhere; the old index has nothing to answer from), the old index is set aside (its vectors
+        kept for chunks that come out the same) and the new one built in its place, BM25 first and vectors
+        after. The owner keeps its writer lock throughout: nobody else writes the index meanwhile."""
+        from coderag.store.beside import can_build_beside
 
         with self._rebuild_lock:
             self._cancel.set()
@@ -56,25 +57,42 @@ class OwnerChanges:
             self._threads = [t for t in self._threads if t.is_alive()]
             self._cancel.clear()
             log.warning("rebuilding the index of %s: %s", self.root, reason)
-            with self._ingest:  # the watcher's batches wait, then see another index and skip
-                self._ready.clear()  # requests wait for the new index
-                old, self.index = self.index, None
-                try:
-                    old.close(release_lock=False)
-                    with private_umask():
-                        set_aside(self.index_dir)
-                        self.index = CodeIndex.open(self.root, settings=self.settings, create=True,
-                                                    lock=self._writer_lock)
-                except Exception as exc:  # requests now say the owner is not serving; status says why
-                    self.progress.update(phase="failed", error=f"rebuilding: {type(exc).__name__}: {exc}")
-                    raise
-                finally:
-                    self._ready.set()
-            self._ingest = self.index.ingest_lock
-            self.dense_ready, self.last_build = False, None
-            self.progress.update(phase="scanning", done=0, total=0, embedded=0, cached=0, error=None, rebuild=reason)
-            self.progress.pop("dense_by_role", None)
-            self._spawn(self._initial_index, "coderag-indexer")
+            if can_build_beside(self.settings) and self.index.state.has_searchable_file():
+                self._start_beside(reason)
+            else:
+                self._start_in_place(reason)
+
+    def _start_beside(self, reason: str) -> None:
+        self.last_build = None
+        self.progress.update(phase="scanning", done=0, total=0, embedded=0, cached=0, error=None, rebuild=reason,
+                             beside=True)
+        self.progress.pop("dense_by_role", None)
+        self._spawn(self._build_beside, "coderag-indexer")
+
+    def _start_in_place(self, reason: str) -> None:
+        from coderag.pipelines.code_index import CodeIndex
+        from coderag.store.previous_cache import set_aside
+
+        with self._ingest:  # the watcher's batches wait, then see another index and skip
+            self._ready.clear()  # requests wait for the new index
+            old, self.index = self.index, None
+            try:
+                old.close(release_lock=False)
+                with private_umask():
+                    set_aside(self.index_dir)
+                    self.index = CodeIndex.open(self.root, settings=self.settings, create=True,
+                                                lock=self._writer_lock)
+            except Exception as exc:  # requests now say the owner is not serving; status says why
+                self.progress.update(phase="failed", error=f"rebuilding: {type(exc).__name__}: {exc}")
+                raise
+            finally:
+                self._ready.set()
+        self._ingest = self.index.ingest_lock
+        self.dense_ready, self.last_build = False, None
+        self.progress.update(phase="scanning", done=0, total=0, embedded=0, cached=0, error=None, rebuild=reason,
+                             beside=False)
+        self.progress.pop("dense_by_role", None)
+        self._spawn(self._initial_index, "coderag-indexer")
 
     def check_settings(self) -> None:
         """Apply a change of the settings file: retrieval (and other query-time) settings from the next search
@@ -107,7 +125,11 @@ class OwnerChanges:
                 self.settings_note = f"{where} changed at {when}: " + "; ".join(notes)
                 self.start_over(f"the model or chunking settings in {where} changed at {when}")
             else:
-                self.index.use_settings(new)
+                # A build beside the index holds `new`'s model and chunking already; the index it replaces
+                # keeps its own and takes the searches' settings alone.
+                same = fingerprint(new) == fingerprint(self.index.settings)
+                self.index.use_settings(new if same else
+                                        self.index.settings.model_copy(update={"retrieval": new.retrieval}))
                 notes.insert(0, "applied to searches from then on")
                 self.settings_note = f"{where} changed at {when}: " + "; ".join(notes)
                 log.info("%s", self.settings_note)

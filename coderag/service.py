@@ -8,6 +8,7 @@ started hands the index over to a process that opens it (coderag/base/handover.p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -15,7 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from coderag.base.code_id import code_id
 from coderag.base.config import Settings, load_settings
@@ -32,6 +33,7 @@ OWNER_FILE = "owner.json"
 OPEN_WAIT_S = 300.0  # a request that reaches an owner still opening its index waits this long for it
 RESULT_MEMORY = 2048
 STOP_JOIN_S = 30.0
+HOLD_WAIT_S = 10.0  # a swap waits this long at most for the requests under way (a search takes milliseconds)
 
 
 def setup_logging(index_dir: Path, level: int = logging.INFO) -> None:
@@ -85,6 +87,8 @@ class IndexService(OwnerBuild, OwnerChanges):
         self.progress = {"phase": "idle", "done": 0, "total": 0, "embedded": 0, "error": None}
         self.dense_ready = False
         self._ready = threading.Event()  # the index is open (requests that arrive before wait for it)
+        self._requests = threading.Condition()  # requests under way, and whether new ones are held (requests_held)
+        self._in_flight, self._requests_held = 0, False
         self._watcher = None
         self.started = time.time()
         self.socket_path = socket_path_for(self.index_dir)
@@ -94,6 +98,7 @@ class IndexService(OwnerBuild, OwnerChanges):
         from coderag.base.lock import WriterLock
         from coderag.pipelines.code_index import CodeIndex  # LlamaIndex: imported before the lock is taken
         from coderag.pipelines.index_repository import start_over_if_stale
+        from coderag.store.beside import settle
 
         setup_logging(self.index_dir)
         # The lock, then the socket at once, then the index (opening the shard takes a while): a client that
@@ -104,6 +109,7 @@ class IndexService(OwnerBuild, OwnerChanges):
             if self.serve:
                 self._bind()
             with private_umask():  # a new index.db and shard are created 0600
+                settle(self.index_dir)  # before the fingerprint is read: a swap stopped half way ends first
                 if start_over_if_stale(self.index_dir, self.settings):
                     log.warning("the index was built with other model or chunking settings: rebuilding it")
                     self.progress["rebuild"] = "the index had been built with other model or chunking settings"
@@ -183,14 +189,38 @@ class IndexService(OwnerBuild, OwnerChanges):
                    }.get(method)
         if handler is None:
             raise ValueError(f"unknown method {method!r}")
-        if method not in ("ping", HAND_OVER):
+        if method in ("ping", HAND_OVER):
+            return handler(**params)
+        with self._requests:
+            self._requests.wait_for(lambda: not self._requests_held, OPEN_WAIT_S)
+            self._in_flight += 1
+        try:
             self._ready.wait(OPEN_WAIT_S)  # an owner that has just bound its socket is still opening the index
             if self.index is None or self.stop_requested.is_set():
                 raise IndexLockedError(f"The owner of {self.root} (pid {os.getpid()}) is not serving its index "
                                        f"(starting up, or stopping). Try again in a few seconds.")
             if method != "expand":
                 self.check_settings()  # an edited qdrant.yaml is never answered from the old settings
-        return handler(**params)
+            return handler(**params)
+        finally:
+            with self._requests:
+                self._in_flight -= 1
+                self._requests.notify_all()
+
+    @contextlib.contextmanager
+    def requests_held(self) -> Iterator[None]:
+        """New requests wait (up to OPEN_WAIT_S) while the block runs, and the block starts once those under
+        way have answered (or after HOLD_WAIT_S, should one hang): the index can be closed and replaced
+        without a request meeting it closed (a rebuild's swap, owner_build.py)."""
+        with self._requests:
+            self._requests_held = True
+            self._requests.wait_for(lambda: self._in_flight == 0, HOLD_WAIT_S)
+        try:
+            yield
+        finally:
+            with self._requests:
+                self._requests_held = False
+                self._requests.notify_all()
 
     def search(self, **params: Any) -> dict:
         from coderag.pipelines.search_options import RetrieverMode

@@ -33,8 +33,10 @@ class CodeIndex:
         >>> index.retriever.retrieve("token validation")                        # doctest: +SKIP
     """
 
-    def __init__(self, root: Path, settings: Settings, state: IndexState, lock: WriterLock) -> None:
+    def __init__(self, root: Path, settings: Settings, state: IndexState, lock: WriterLock,
+                 folder: Optional[Path] = None) -> None:
         self.root, self.settings, self.state = root, settings, state
+        self.folder = folder or index_dir(root)  # where its database and shard are: .coderag/, or a build beside
         self._lock = lock
         self._store = None
         self._docstore = None
@@ -67,7 +69,7 @@ class CodeIndex:
         an owner run in the foreground (`coderag mcp`, `coderag serve`) keeps it, and the error says so.
         `wait`: seconds to wait for another process that is writing the index.
         """
-        from coderag.pipelines.migrations import drop_new_secrets
+        from coderag.store.beside import settle
 
         start = Path(root).resolve()
         found = find_root(start)
@@ -79,15 +81,33 @@ class CodeIndex:
         idx = ensure_index_dir(found)
         lock = lock or take_writer_lock(idx, wait)
         try:
-            with private_umask():  # a new index.db and shard: 0600 (the folder is 0700 already)
-                state = IndexState(idx / DB_NAME)
-                index = cls(found, settings, state, lock)
-                _ = index.vector_store  # fail now, not on the first query, if the shard is held elsewhere
-                # Before it serves anything: a notebook's retrievers hand out stored text.
-                index.upgraded_on_open = drop_new_secrets(found, settings, state, store=index.vector_store)
+            settle(idx)  # a rebuild beside it, killed in its swap or before its end (store/beside.py)
+            index = cls._open_in(found, settings, idx, lock)
         except BaseException:
             lock.release()
             raise
+        return index
+
+    @classmethod
+    def open_beside(cls, root: Path, settings: Settings, lock: WriterLock) -> "CodeIndex":
+        """A new, empty index of `root` in the folder beside its index (store/beside.py `prepare`), for an owner
+        that builds the index again while it serves the old one; `lock` is the owner's writer lock."""
+        from coderag.store.beside import prepare
+
+        with private_umask():
+            folder = prepare(index_dir(root))
+        return cls._open_in(root, settings, folder, lock)
+
+    @classmethod
+    def _open_in(cls, root: Path, settings: Settings, folder: Path, lock: WriterLock) -> "CodeIndex":
+        from coderag.pipelines.migrations import drop_new_secrets
+
+        with private_umask():  # a new index.db and shard: 0600 (the folder is 0700 already)
+            state = IndexState(folder / DB_NAME)
+            index = cls(root, settings, state, lock, folder)
+            _ = index.vector_store  # fail now, not on the first query, if the shard is held elsewhere
+            # Before it serves anything: a notebook's retrievers hand out stored text.
+            index.upgraded_on_open = drop_new_secrets(root, settings, state, store=index.vector_store)
         return index
 
     def close(self, release_lock: bool = True) -> None:
@@ -117,7 +137,7 @@ class CodeIndex:
         if self._store is None:
             from coderag.pipelines.stores import open_vector_store
 
-            self._store = open_vector_store(self.settings, self.root)
+            self._store = open_vector_store(self.settings, self.root, self.folder)
         return self._store
 
     @property

@@ -29,6 +29,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         (42, 0, 0, 311)
     """
     from coderag.base.errors import ConfigError
+    from coderag.store.beside import settle
     from coderag.store.previous_cache import forget, set_aside
     from coderag.pipelines.changes import detect_changes
     from coderag.pipelines.ingestion import IndexSummary, check_fingerprint, fingerprint
@@ -43,6 +44,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     idx = ensure_index_dir(root)
     lock = take_writer_lock(idx, wait)  # a background owner hands the index over (coderag/base/handover.py)
     try:
+        settle(idx)  # before the index is read: a rebuild beside it, stopped half way (store/beside.py)
         if rebuild:
             set_aside(idx)  # its embedding cache serves the rebuild: unchanged chunks are not embedded again
         started_over = not rebuild and start_over_if_stale(idx, settings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Optional
 
 from coderag.base.config import Settings, StoreMode
 from coderag.base.errors import ConfigError
@@ -27,13 +28,14 @@ def _batch(fn):
     return encode
 
 
-def open_vector_store(settings: Settings, root: Path, dim: int = DEFAULT_DIM):
-    """EdgeVectorStore (embedded, default) or QdrantVectorStore over QdrantClient(url=...) (server)."""
+def open_vector_store(settings: Settings, root: Path, folder: Optional[Path] = None, dim: int = DEFAULT_DIM):
+    """EdgeVectorStore (embedded, default) or QdrantVectorStore over QdrantClient(url=...) (server). The
+    embedded shard is `store.path`, else in `folder` (the index's folder, .coderag/, unless given)."""
     s = settings.store
     if s.mode == StoreMode.Embedded:
         from coderag.store.edge_vector_store import EdgeVectorStore
 
-        path = Path(s.path) if s.path else index_dir(root) / SHARD_NAME
+        path = Path(s.path) if s.path else (folder or index_dir(root)) / SHARD_NAME
         return EdgeVectorStore.open(path, dim=dim, on_disk=s.on_disk, hnsw_m=s.hnsw_m,
                                     hnsw_ef_construct=s.hnsw_ef_construct, quantization=s.quantization.value)
     if not s.url:

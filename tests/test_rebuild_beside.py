@@ -1,0 +1,208 @@
+"""An owner that builds its index again while it serves (`coderag index --rebuild` through it, an edited model or
+chunking setting) builds the new index beside the old one: every search until the swap is answered from the
+old index, whole; a build that fails or is killed leaves it as it was; a swap killed half way is finished by
+whoever opens the index next."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_FILES, write_files
+from coderag.base.config import Settings
+from coderag.base.paths import DB_NAME, LOCK_NAME, SHARD_NAME, index_dir
+from coderag.pipelines.ingestion import fingerprint
+
+QUERY = "add sales tax to the sum of the line items"
+
+
+def _other_chunking() -> Settings:
+    settings = Settings()
+    settings.chunking.max_tokens = 64
+    return settings
+
+
+def _built_with(root: Path) -> str:
+    conn = sqlite3.connect(str(index_dir(root) / DB_NAME))
+    try:
+        return conn.execute("SELECT value FROM meta WHERE key='fingerprint'").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def _files(res: dict) -> list[str]:
+    return [r["file_path"] for r in res["results"]]
+
+
+@pytest.fixture()
+def built(tmp_path: Path) -> Path:
+    from coderag import index_repository
+
+    root = write_files(tmp_path / "repo", TINY_FILES)
+    index_repository(root, settings=Settings())
+    return root
+
+
+@pytest.fixture()
+def owner(built: Path):
+    from coderag.service import IndexService
+
+    svc = IndexService(built, settings=Settings(), watch=False, background=False, serve=False).start()
+    yield svc
+    svc.stop()
+
+
+def _indexer(svc) -> threading.Thread:
+    return next(t for t in svc._threads if t.name == "coderag-indexer" and t.is_alive())
+
+
+def _wait_until(test, what: str, timeout: float = 120.0) -> None:
+    end = time.monotonic() + timeout
+    while not test():
+        assert time.monotonic() < end, f"timed out waiting until {what}"
+        time.sleep(0.05)
+
+
+def test_searches_are_answered_from_the_old_index_until_the_new_one_takes_its_place(owner, built: Path) -> None:
+    """Built in place, the index answered "being built and has no chunks yet", then from BM25 alone, until the
+    vectors of the new chunks were computed. Here the swap is held back (the owner's request gate taken, which
+    the swap takes to hold new requests) to search while the new index is being built and once it is complete
+    but not yet in place."""
+    before = owner.dispatch("search", {"query": QUERY})
+    old_index = owner.index
+    assert _files(before) and before["results"][0]["file_path"] == "src/billing/invoice.py", before
+    owner.settings = _other_chunking()
+    with owner._requests:  # a Condition over an RLock: this thread's requests still pass
+        owner.start_over("the chunking changed")
+        building = owner.dispatch("search", {"query": QUERY})  # the new index has nothing yet
+        assert _files(building) == _files(before) and not building.get("message"), building
+        _wait_until(lambda: (index_dir(built) / "next" / DB_NAME).is_file() and owner.progress["total"] > 0
+                    and owner.progress["done"] == owner.progress["total"], "the new index holds every file")
+        time.sleep(0.5)  # its second pass (files changed meanwhile: none), then it waits for the lock
+        assert owner.index is old_index and owner.progress["phase"] == "indexing", owner.progress
+        complete = owner.dispatch("search", {"query": QUERY})
+        assert _files(complete) == _files(before), complete
+        assert _built_with(built) == fingerprint(Settings())  # the old index is still the one in place
+        building = [p for p in (index_dir(built) / "next").rglob("*")]
+        assert building and all(p.stat().st_mode & 0o077 == 0 for p in building), building  # private as the index
+    _indexer(owner).join(120)
+    assert owner.progress["phase"] == "idle", owner.progress
+    assert owner.index is not old_index and owner.dense_ready
+    assert _built_with(built) == fingerprint(_other_chunking())
+    assert not (index_dir(built) / "next").exists()
+    assert owner.last_build["rebuild_reason"] == "the chunking changed" and owner.last_build["chunks"] > 0
+    after = owner.dispatch("search", {"query": QUERY})
+    assert after["results"][0]["file_path"] == "src/billing/invoice.py", after
+
+
+def test_a_rebuild_that_fails_leaves_the_old_index_serving(owner, built: Path) -> None:
+    bad = Settings()
+    bad.chunking.max_tokens = 250  # leaves no room for the breadcrumb in the model's window: refused by the build
+    owner.settings = bad
+    owner.start_over("the chunking changed")
+    _indexer(owner).join(120)
+    assert owner.progress["phase"] == "failed", owner.progress
+    assert "the index as it was still answers searches" in owner.progress["error"], owner.progress
+    assert not (index_dir(built) / "next").exists()
+    assert _built_with(built) == fingerprint(Settings())
+    assert owner.dispatch("search", {"query": QUERY})["results"][0]["file_path"] == "src/billing/invoice.py"
+
+
+def _build_beside(root: Path, settings: Settings) -> None:
+    """A complete index of `settings` in .coderag/next/, as an owner leaves it just before its swap."""
+    from coderag.base.lock import WriterLock
+    from coderag.pipelines.code_index import CodeIndex
+
+    lock = WriterLock(index_dir(root) / LOCK_NAME).acquire()
+    try:
+        new = CodeIndex.open_beside(root, settings, lock)
+        new.refresh()
+        new.close(release_lock=False)
+    finally:
+        lock.release()
+
+
+def test_a_build_beside_killed_before_its_end_is_deleted_and_the_old_index_opens(built: Path) -> None:
+    from coderag import CodeIndex
+
+    _build_beside(built, _other_chunking())  # no mark: as if killed before the swap began
+    with CodeIndex.open(built, settings=Settings()) as index:
+        assert index.search(QUERY)[0].file_path == "src/billing/invoice.py"
+    assert not (index_dir(built) / "next").exists()
+    assert _built_with(built) == fingerprint(Settings())
+
+
+@pytest.mark.parametrize("moved", ["nothing", "database"])
+def test_a_swap_killed_half_way_is_finished_by_the_next_open(built: Path, moved: str) -> None:
+    """Killed after the mark, with the new database moved in or not yet: the next open ends the swap, and the
+    index in place is the new one, whole (its shard with it)."""
+    from coderag import CodeIndex
+    from coderag.store.beside import mark_ready
+
+    idx = index_dir(built)
+    _build_beside(built, _other_chunking())
+    mark_ready(idx)
+    if moved == "database":
+        for suffix in ("-wal", "-shm"):
+            (idx / (DB_NAME + suffix)).unlink(missing_ok=True)
+        (idx / "next" / DB_NAME).replace(idx / DB_NAME)
+    with CodeIndex.open(built, settings=_other_chunking()) as index:
+        res = index.search(QUERY)
+        assert res[0].file_path == "src/billing/invoice.py"
+        assert index.state.counts()["pending_dense"] == 0
+    assert not (idx / "next").exists() and (idx / SHARD_NAME).is_dir()
+    assert _built_with(built) == fingerprint(_other_chunking())
+
+
+def test_a_rebuild_with_the_store_elsewhere_is_built_in_place(built: Path, tmp_path: Path) -> None:
+    from coderag.store.beside import can_build_beside
+
+    elsewhere = Settings()
+    elsewhere.store.path = str(tmp_path / "shard")
+    assert not can_build_beside(elsewhere) and can_build_beside(Settings())
+
+
+def test_searches_during_the_whole_rebuild_and_its_swap_all_answer(owner, built: Path) -> None:
+    """Searches in a loop from another thread while the index is built again and swapped: none fails (the
+    swap waits for the one under way and holds the next) and none comes back empty."""
+    errors: list[BaseException] = []
+    answers: list[int] = []
+    stop = threading.Event()
+
+    def search_loop() -> None:
+        while not stop.is_set():
+            try:
+                answers.append(len(owner.dispatch("search", {"query": QUERY})["results"]))
+            except BaseException as exc:  # noqa: BLE001 (any failure is the test's finding)
+                errors.append(exc)
+
+    searcher = threading.Thread(target=search_loop)
+    searcher.start()
+    try:
+        owner.settings = _other_chunking()
+        owner.start_over("the chunking changed")
+        _indexer(owner).join(120)
+        time.sleep(0.3)  # searches of the new index too
+    finally:
+        stop.set()
+        searcher.join(60)
+    assert owner.progress["phase"] == "idle" and _built_with(built) == fingerprint(_other_chunking())
+    assert not errors, errors[:3]
+    assert answers and min(answers) > 0, (len(answers), min(answers))
+
+
+def test_a_rebuild_beside_embeds_no_chunk_the_old_index_had_embedded(owner, built: Path) -> None:
+    """`coderag index --rebuild` through the owner, settings unchanged: every vector comes from the old index's
+    cache (next/previous.db), which goes with the swap."""
+    from coderag.owner_changes import REBUILD_ASKED
+
+    owner.build(rebuild=True)
+    _indexer(owner).join(120)
+    assert owner.progress["phase"] == "idle", owner.progress
+    assert owner.last_build["embedded"] == 0 and owner.last_build["cached"] > 0, owner.last_build
+    assert owner.last_build["rebuild_reason"] == REBUILD_ASKED
+    assert not list(index_dir(built).rglob("previous.db*")) and not (index_dir(built) / "next").exists()
