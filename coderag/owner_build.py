@@ -202,8 +202,8 @@ class OwnerBuild:
         if self.settings_file.relative_to_root() in rels:
             self.check_settings()
         idx = self.index
-        if idx is None:
-            return
+        if idx is None or not idx.settings_match():
+            return  # none yet; or the index of other chunking served while its rebuild beside it reads the tree
         rules_changed = any(Path(r).name in RULE_FILE_NAMES for r in rels)
         with self._ingest:
             if idx is not self.index:

@@ -33,6 +33,7 @@ OWNER_FILE = "owner.json"
 OPEN_WAIT_S = 300.0  # a request that reaches an owner still opening its index waits this long for it
 RESULT_MEMORY = 2048
 STOP_JOIN_S = 30.0
+STALE = "the index had been built with other model or chunking settings"
 HOLD_WAIT_S = 10.0  # a swap waits this long at most for the requests under way (a search takes milliseconds)
 
 
@@ -97,7 +98,7 @@ class IndexService(OwnerBuild, OwnerChanges):
     def start(self) -> "IndexService":
         from coderag.base.lock import WriterLock
         from coderag.pipelines.code_index import CodeIndex  # LlamaIndex: imported before the lock is taken
-        from coderag.pipelines.index_repository import start_over_if_stale
+        from coderag.pipelines.index_repository import servable_while_rebuilt, start_over_if_stale
         from coderag.store.beside import settle
 
         setup_logging(self.index_dir)
@@ -110,10 +111,13 @@ class IndexService(OwnerBuild, OwnerChanges):
                 self._bind()
             with private_umask():  # a new index.db and shard are created 0600
                 settle(self.index_dir)  # before the fingerprint is read: a swap stopped half way ends first
-                if start_over_if_stale(self.index_dir, self.settings):
+                # An index of other chunking is answered from, as it was built, while a build beside it runs;
+                # with nobody to run that build (no background), or where none can run, it starts over here.
+                as_built = servable_while_rebuilt(self.index_dir, self.settings) if self.background else None
+                if as_built is None and start_over_if_stale(self.index_dir, self.settings):
                     log.warning("the index was built with other model or chunking settings: rebuilding it")
-                    self.progress["rebuild"] = "the index had been built with other model or chunking settings"
-                self.index = CodeIndex.open(self.root, settings=self.settings, create=True, lock=lock)
+                    self.progress["rebuild"] = STALE
+                self.index = CodeIndex.open(self.root, settings=as_built or self.settings, create=True, lock=lock)
         except BaseException:
             self._unbind()
             lock.release()
@@ -125,7 +129,9 @@ class IndexService(OwnerBuild, OwnerChanges):
                      ", ".join(f"{k}: {v}" for k, v in self.index.upgraded_on_open.items()))
         counts = self.index.state.counts()
         self.dense_ready = self.index.state.get_meta("fingerprint") is not None and counts["pending_dense"] == 0
-        if self.background:
+        if self.background and as_built is not None:
+            self.start_over(STALE)
+        elif self.background:
             self.progress.update(phase="scanning")  # before the first request can see an empty index
             self._spawn(self._initial_index, "coderag-indexer")
         self._ready.set()  # requests waiting since the socket opened see the index and its phase now

@@ -333,6 +333,27 @@ def built_otherwise(state: IndexState, fp: str) -> bool:
     return old is not None and old != fp
 
 
+def settings_built_with(state: IndexState, settings: Settings) -> Optional[Settings]:
+    """The settings an index built with other chunking than `settings` is read with: `settings` with the
+    chunking and model window of its fingerprint, for an owner that answers from it while it builds it again
+    beside it. None where the index matches `settings` or holds nothing, where it was built with another model
+    (its vectors answer no query this model embeds), or where its fingerprint cannot be read back."""
+    from coderag.base.config import ChunkingSettings
+
+    fp = state.get_meta("fingerprint")
+    if fp is None or fp == fingerprint(settings):
+        return None
+    try:
+        built = json.loads(fp)
+        if built["model"] != str(settings.model_dir()):
+            return None
+        return settings.model_copy(update={
+            "chunking": ChunkingSettings(**built["chunking"]),
+            "embedding": settings.embedding.model_copy(update={"window_tokens": int(built["window"])})})
+    except (ValueError, KeyError, TypeError):  # pydantic's ValidationError is a ValueError
+        return None
+
+
 def check_fingerprint(state: IndexState, fp: str, root: Path) -> None:
     """Refuse to write chunks of one configuration into an index built with another: the index would hold
     two chunkings (or two models' vectors) side by side and say nothing. Every update path checks it."""

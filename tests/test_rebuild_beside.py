@@ -206,3 +206,48 @@ def test_a_rebuild_beside_embeds_no_chunk_the_old_index_had_embedded(owner, buil
     assert owner.last_build["embedded"] == 0 and owner.last_build["cached"] > 0, owner.last_build
     assert owner.last_build["rebuild_reason"] == REBUILD_ASKED
     assert not list(index_dir(built).rglob("previous.db*")) and not (index_dir(built) / "next").exists()
+
+
+def test_an_owner_opening_an_index_of_other_chunking_answers_from_it_while_it_builds_the_new_one(
+        built: Path) -> None:
+    """A chunking setting edited while no owner ran (or a coderag whose splitter changed): the owner that
+    opens the index answers from it as it was built, with the chunking it was built with, until the index of
+    the new settings takes its place. Before, it set the index aside at once and answered "no chunks yet",
+    then from BM25 alone."""
+    from coderag.service import IndexService
+
+    svc = IndexService(built, settings=_other_chunking(), watch=False, serve=False).start()
+    try:
+        first = svc.dispatch("search", {"query": QUERY})
+        if svc.progress["phase"] != "idle":  # the rebuild still runs: the old index, whole, answers
+            assert svc.index.settings.chunking.max_tokens == Settings().chunking.max_tokens
+            assert svc.progress["beside"] and svc.progress["rebuild"].startswith("the index had been built with")
+        assert first["results"][0]["file_path"] == "src/billing/invoice.py" and not first.get("message"), first
+        assert "BM25" not in (first.get("freshness") or ""), first
+        _indexer(svc).join(120)
+        assert svc.progress["phase"] == "idle", svc.progress
+        assert svc.index.settings.chunking.max_tokens == 64
+        assert _built_with(built) == fingerprint(_other_chunking())
+        assert svc.dispatch("search", {"query": QUERY})["results"][0]["file_path"] == "src/billing/invoice.py"
+    finally:
+        svc.stop()
+
+
+def test_an_index_of_another_model_is_not_answered_from(built: Path) -> None:
+    """Its vectors answer no query the new model embeds: the owner builds the new index in place."""
+    import json
+
+    from coderag.pipelines.index_repository import servable_while_rebuilt
+    from coderag.store.state import IndexState
+
+    assert servable_while_rebuilt(index_dir(built), Settings()) is None  # current: nothing to rebuild
+    as_built = servable_while_rebuilt(index_dir(built), _other_chunking())
+    assert as_built is not None and fingerprint(as_built) == fingerprint(Settings())
+    state = IndexState(index_dir(built) / DB_NAME)
+    try:
+        fp = json.loads(state.get_meta("fingerprint"))
+        state.set_meta("fingerprint", json.dumps({**fp, "model": "/elsewhere/another-model"}))
+        state.commit()
+    finally:
+        state.close()
+    assert servable_while_rebuilt(index_dir(built), _other_chunking()) is None
