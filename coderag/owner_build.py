@@ -57,6 +57,14 @@ class OwnerBuild:
         elif phase in ("line tokens", "upgrade", "optimize"):  # an index of an older coderag (_upgrade)
             self.progress.update(phase=f"upgrade ({phase})", done=done, total=total)
 
+    def _progress_beside(self, phase: str, done: int, total: int) -> None:
+        """`_progress` for a build beside the index: it stops at any step, in the middle of a batch too (an
+        owner asked to stop waits one batch of the model, not a whole batch of files), since what it leaves
+        is deleted, not finished by the next owner."""
+        if self._stopping():
+            raise _Stopped
+        self._progress(phase, done, total)
+
     def _initial_index(self) -> None:
         """Bring the index up to date; on a first build, BM25 first so search works within seconds."""
         from coderag.nodes.file_roles import ROLES, file_role, source_first
@@ -115,8 +123,8 @@ class OwnerBuild:
             new = CodeIndex.open_beside(self.root, self.settings, self._writer_lock)
             try:
                 self.progress.update(phase="indexing", done=0, total=0)
-                summary = new.refresh(progress=self._progress)
-                new.refresh(progress=self._progress)  # what changed while it was built
+                summary = new.refresh(progress=self._progress_beside)
+                new.refresh(progress=self._progress_beside)  # what changed while it was built
             finally:
                 new.close(release_lock=False)
         except _Stopped:
