@@ -34,6 +34,8 @@ OPEN_WAIT_S = 300.0  # a request that reaches an owner still opening its index w
 RESULT_MEMORY = 2048
 STOP_JOIN_S = 30.0
 STALE = "the index had been built with other model or chunking settings"
+SCRUB = ("files the current secret rules leave out, or mask, were in the index: built again so that none of "
+         "their bytes stay in its files")
 HOLD_WAIT_S = 10.0  # a swap waits this long at most for the requests under way (a search takes milliseconds)
 
 
@@ -131,6 +133,8 @@ class IndexService(OwnerBuild, OwnerChanges):
         self.dense_ready = self.index.state.get_meta("fingerprint") is not None and counts["pending_dense"] == 0
         if self.background and as_built is not None:
             self.start_over(STALE)
+        elif self.background and self._holds_dropped_bytes():
+            self.start_over(SCRUB)
         elif self.background:
             self.progress.update(phase="scanning")  # before the first request can see an empty index
             self._spawn(self._initial_index, "coderag-indexer")
@@ -142,6 +146,16 @@ class IndexService(OwnerBuild, OwnerChanges):
             self._spawn(self._watcher.run, "coderag-watcher")
         log.info("owner of %s (pid %d), socket %s", self.root, os.getpid(), self.socket_path)
         return self
+
+    def _holds_dropped_bytes(self) -> bool:
+        """Whether opening the index dropped files under newer secret rules, or masked their tokens, so that
+        their old bytes are still in the store's files (never answered: a store frees no space when a point
+        goes) and a build beside it can write a store without them."""
+        from coderag.pipelines.migrations import PURGED_NOTE, REMASKED_NOTE
+        from coderag.store.beside import can_build_beside
+
+        dropped = {PURGED_NOTE, REMASKED_NOTE} & self.index.upgraded_on_open.keys()
+        return bool(dropped) and can_build_beside(self.settings)
 
     def _spawn(self, target, name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)

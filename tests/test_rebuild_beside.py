@@ -5,6 +5,7 @@ whoever opens the index next."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -251,3 +252,48 @@ def test_an_index_of_another_model_is_not_answered_from(built: Path) -> None:
     finally:
         state.close()
     assert servable_while_rebuilt(index_dir(built), _other_chunking()) is None
+
+
+def _files_holding(folder: Path, needle: bytes) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes())
+
+
+def test_an_owner_that_drops_secrets_on_open_builds_a_store_without_their_bytes(tmp_path: Path) -> None:
+    """An index of an older coderag held a token the current rules drop: opening it drops the file from every
+    answer at once, but the store's files kept its bytes until `coderag index --rebuild`. The owner now builds
+    the index again beside it, and after the swap no file of the index holds them."""
+    from test_reclassify import FILES, TOKEN
+
+    from coderag import index_repository
+    from coderag.nodes import scan
+    from coderag.nodes.file_text import DecodedText
+    from coderag.pipelines.ingestion import FILE_CLASSES_KEY
+    from coderag.service import SCRUB, IndexService
+    from coderag.store.state import IndexState
+
+    root = write_files(tmp_path / "shop", FILES)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(scan, "content_class", lambda rel, data: None)  # the reader of before the content rules,
+    mp.setattr(scan, "decode_file", lambda data, notebook=False: DecodedText(data.decode("utf-8")))  # and masking
+    try:
+        index_repository(root, settings=Settings())
+    finally:
+        mp.undo()
+    state = IndexState(index_dir(root) / DB_NAME)
+    try:
+        state.conn.execute("DELETE FROM meta WHERE key=?", (FILE_CLASSES_KEY,))  # classed by no rules version
+        state.commit()
+    finally:
+        state.close()
+    assert any(f.startswith(SHARD_NAME) for f in _files_holding(index_dir(root), TOKEN.encode()))
+
+    svc = IndexService(root, settings=Settings(), watch=False, serve=False).start()
+    try:
+        assert svc.progress.get("rebuild") == SCRUB, svc.progress
+        assert TOKEN not in json.dumps(svc.dispatch("search", {"query": "deploy token settings"}))
+        _indexer(svc).join(120)
+        assert svc.progress["phase"] == "idle", svc.progress
+        assert svc.last_build["embedded"] == 0  # every vector from the old index's cache
+    finally:
+        svc.stop()
+    assert _files_holding(index_dir(root), TOKEN.encode()) == []
