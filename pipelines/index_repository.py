@@ -103,12 +103,13 @@ def servable_while_rebuilt(idx: Path, settings: Settings) -> Settings | None:
     """For an owner about to serve index folder `idx`: the settings its index can still answer with while it
     is built again beside it (store/beside.py), where it was built with other chunking but the same model
     (`settings_built_with`); None where it is current, empty, of another model, or where no build can run
-    beside it (a server store, a shard set elsewhere): then `start_over_if_stale` decides."""
+    beside it (a server store, a shard set elsewhere, too little free disk): then `start_over_if_stale`
+    decides."""
     from coderag.pipelines.ingestion import settings_built_with
-    from coderag.store.beside import can_build_beside
+    from coderag.store.beside import can_build_beside, room_beside
 
     db = idx / DB_NAME
-    if not (db.is_file() and can_build_beside(settings)):
+    if not (db.is_file() and can_build_beside(settings) and room_beside(idx)):
         return None
     state = IndexState(db, readonly=True)
     try:

@@ -6,6 +6,7 @@ whoever opens the index next."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import threading
 import time
@@ -297,3 +298,20 @@ def test_an_owner_that_drops_secrets_on_open_builds_a_store_without_their_bytes(
     finally:
         svc.stop()
     assert _files_holding(index_dir(root), TOKEN.encode()) == []
+
+
+def test_a_disk_without_room_for_a_second_index_builds_it_in_place(owner, built: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build beside that ran out of disk would fail and leave the new settings unapplied: where the disk has
+    not room for a second index, the owner builds it again in place, as before (BM25 first). The disk is made
+    too small by asking for more room than it has free."""
+    from coderag.store import beside
+
+    assert beside.room_beside(index_dir(built))
+    monkeypatch.setattr(beside, "ROOM_FACTOR", shutil.disk_usage(index_dir(built)).free)
+    assert not beside.room_beside(index_dir(built))
+    owner.settings = _other_chunking()
+    owner.start_over("the chunking changed")
+    assert owner.progress["beside"] is False
+    _indexer(owner).join(120)
+    assert owner.progress["phase"] == "idle" and _built_with(built) == fingerprint(_other_chunking())

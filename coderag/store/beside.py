@@ -18,7 +18,9 @@ rebuild again where the settings still ask for one). Each step of the swap can b
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import stat
 from pathlib import Path
 
 from coderag.base.config import Settings, StoreMode
@@ -27,6 +29,7 @@ from coderag.store.previous_cache import PREVIOUS_DB_NAME
 
 NEXT_NAME = "next"  # the folder in .coderag/ where the new index is built
 READY_NAME = "ready"  # in next/: the new index is complete and closed; the swap may start, or go on
+ROOM_FACTOR = 1.5  # free disk a build beside needs, over the size of the index it replaces
 
 log = logging.getLogger("coderag.service")
 
@@ -36,6 +39,21 @@ def can_build_beside(settings: Settings) -> bool:
     set elsewhere (`store.path`) or a Qdrant server holds one collection per index, which a second build would
     write into; those indexes are built again in place."""
     return settings.store.mode == StoreMode.Embedded and not settings.store.path
+
+
+def room_beside(idx: Path) -> bool:
+    """Whether the disk of index folder `idx` has room for a second index beside the one in it, by the size of
+    that one (ROOM_FACTOR over it: a new chunking may make more chunks). Where it has not, the index is built
+    again in place, which frees the old shard first."""
+    used = 0
+    for folder, _, names in os.walk(idx):  # a folder or file the store replaces meanwhile is passed over
+        for name in names:
+            try:
+                st = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            used += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return shutil.disk_usage(idx).free > used * ROOM_FACTOR
 
 
 def next_folder(idx: Path) -> Path:
