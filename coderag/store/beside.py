@@ -1,6 +1,7 @@
 """A rebuild beside the index it replaces: an owner that builds its index again while it serves (`coderag index
---rebuild` through it, a model or chunking setting edited under it) builds the new one in `.coderag/next/`
-and goes on answering from the old one, whole, until the new one is complete; then swaps them.
+--rebuild` through it; a model or chunking setting edited under it, or a chunking edited while no owner ran;
+files that newer secret rules dropped, whose bytes the old store's files still hold) builds the new one in
+`.coderag/next/` and goes on answering from the old one, whole, until the new one is complete; then swaps them.
 
 Built in place, the index would answer "no chunks yet", then from BM25 alone, for as long as the vectors of
 the changed chunks take (half an hour for 100k chunks on two cores when the chunking changed). Beside it, a
@@ -10,7 +11,7 @@ The new index embeds through `next/previous.db`, a copy of the old index's embed
 (previous_cache.py), so a chunk that comes out the same is not embedded again; the copy is deleted at the swap.
 
 The swap can be killed half way: `next/ready` is written once the new index is complete and closed, and
-whoever next takes the writer lock (`CodeIndex.open`) finishes a swap it finds marked ready, or deletes a
+whoever next takes the writer lock (`settle`: an owner's start, `coderag index`, `CodeIndex.open`) finishes a swap it finds marked ready, or deletes a
 build it finds unmarked (killed before its end: the old index is whole, and its fingerprint starts the
 rebuild again where the settings still ask for one). Each step of the swap can be run again.
 """
