@@ -263,29 +263,12 @@ def test_an_owner_that_drops_secrets_on_open_builds_a_store_without_their_bytes(
     """An index of an older coderag held a token the current rules drop: opening it drops the file from every
     answer at once, but the store's files kept its bytes until `coderag index --rebuild`. The owner now builds
     the index again beside it, and after the swap no file of the index holds them."""
-    from test_reclassify import FILES, TOKEN
+    from test_reclassify import FILES, TOKEN, index_before_the_rules
 
-    from coderag import index_repository
-    from coderag.nodes import scan
-    from coderag.nodes.file_text import DecodedText
-    from coderag.pipelines.ingestion import FILE_CLASSES_KEY
     from coderag.service import SCRUB, IndexService
-    from coderag.store.state import IndexState
 
     root = write_files(tmp_path / "shop", FILES)
-    mp = pytest.MonkeyPatch()
-    mp.setattr(scan, "content_class", lambda rel, data: None)  # the reader of before the content rules,
-    mp.setattr(scan, "decode_file", lambda data, notebook=False: DecodedText(data.decode("utf-8")))  # and masking
-    try:
-        index_repository(root, settings=Settings())
-    finally:
-        mp.undo()
-    state = IndexState(index_dir(root) / DB_NAME)
-    try:
-        state.conn.execute("DELETE FROM meta WHERE key=?", (FILE_CLASSES_KEY,))  # classed by no rules version
-        state.commit()
-    finally:
-        state.close()
+    index_before_the_rules(root)
     assert any(f.startswith(SHARD_NAME) for f in _files_holding(index_dir(root), TOKEN.encode()))
 
     svc = IndexService(root, settings=Settings(), watch=False, serve=False).start()

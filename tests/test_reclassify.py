@@ -36,9 +36,9 @@ PURGED = {"ops/deploy.yaml": "secret", "bench/timings.txt": "data"}
 REMASKED = "src/shop/settings.py"  # source code: indexed again with the token masked (issue 27)
 
 
-@pytest.fixture(scope="module")
-def upgraded(tmp_path_factory: pytest.TempPathFactory):
-    """(root, summary of the first build without content rules, summary of the run that upgrades it)."""
+def index_before_the_rules(root: Path):
+    """Index `root` as a coderag of before the content rules did: no file classed by its content, no token
+    masked, and no rules version in the index's meta. Returns the build's summary."""
     from coderag import index_repository
     from coderag.base.config import Settings
     from coderag.nodes import scan
@@ -47,7 +47,6 @@ def upgraded(tmp_path_factory: pytest.TempPathFactory):
     from coderag.pipelines.ingestion import FILE_CLASSES_KEY
     from coderag.store.state import IndexState
 
-    root = write_files(tmp_path_factory.mktemp("reclassify") / "shop", FILES)
     mp = pytest.MonkeyPatch()
     mp.setattr(scan, "content_class", lambda rel, data: None)  # the reader of before the content rules,
     mp.setattr(scan, "decode_file",  # and before masking
@@ -58,10 +57,27 @@ def upgraded(tmp_path_factory: pytest.TempPathFactory):
         mp.undo()
     state = IndexState(index_dir(root) / DB_NAME)
     try:
-        assert {p: state.file(p).status for p in [*PURGED, REMASKED]} == {p: "indexed" for p in [*PURGED, REMASKED]}
-        assert TOKEN in state.conn.execute("SELECT group_concat(value) FROM kv").fetchone()[0]  # held in clear
         state.conn.execute("DELETE FROM meta WHERE key=?", (FILE_CLASSES_KEY,))  # an index that never had it
         state.commit()
+    finally:
+        state.close()
+    return old
+
+
+@pytest.fixture(scope="module")
+def upgraded(tmp_path_factory: pytest.TempPathFactory):
+    """(root, summary of the first build without content rules, summary of the run that upgrades it)."""
+    from coderag import index_repository
+    from coderag.base.config import Settings
+    from coderag.base.paths import DB_NAME, index_dir
+    from coderag.store.state import IndexState
+
+    root = write_files(tmp_path_factory.mktemp("reclassify") / "shop", FILES)
+    old = index_before_the_rules(root)
+    state = IndexState(index_dir(root) / DB_NAME)
+    try:
+        assert {p: state.file(p).status for p in [*PURGED, REMASKED]} == {p: "indexed" for p in [*PURGED, REMASKED]}
+        assert TOKEN in state.conn.execute("SELECT group_concat(value) FROM kv").fetchone()[0]  # held in clear
     finally:
         state.close()
     return root, old, index_repository(root, settings=Settings())
