@@ -241,7 +241,12 @@ def mcp(root: Path, config: Path | None, wait: float) -> None:
     """
     from coderag.base.config import load_settings
 
-    root = _root_for(root)
+    from coderag.base.errors import IndexAccessError
+
+    try:
+        root = _root_for(root)
+    except IndexAccessError as exc:  # another user's index: served all the same, so each tool call says why
+        root = exc.root
     settings = load_settings(root, config)
     from coderag.mcp_server import serve_stdio  # mcp SDK: imported only for this command
 

@@ -53,7 +53,9 @@ mentioning one identifier). If nothing is found, broaden the query or drop the f
 def _open(handle) -> None:
     try:
         handle.target()  # become the owner (index in the background) or connect to the one there is
-    except Exception:  # the first tool call tries again and reports the error to the agent
+    except CodeRagError as exc:  # in words already: the first tool call tries again and reports it to the agent
+        log.warning("could not open the index of %s: %s", handle.root, exc)
+    except Exception:  # a bug: its traceback
         log.exception("could not open the index of %s", handle.root)
 
 

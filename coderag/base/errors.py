@@ -4,6 +4,7 @@
     ├── ConfigError           qdrant.yaml or a flag holds a bad value; the message names the key
     ├── IndexLockedError      another process writes this index; the message names it
     ├── IndexMissingError     no index yet where one is needed; says which command builds it
+    ├── IndexAccessError      the index is another user's (private to them); says what to do instead
     └── ModelLoadError        the embedding model cannot be loaded; says which path was tried
 
 A pydantic ValidationError (bad search options, from the CLI, an owner's socket or the MCP server) is
@@ -25,6 +26,14 @@ class IndexLockedError(CodeRagError):
 
 class IndexMissingError(CodeRagError):
     """An operation needs an index that does not exist (or is empty)."""
+
+
+class IndexAccessError(CodeRagError):
+    """The index folder is another user's: private to them, as every index is. `root`: the folder it indexes."""
+
+    def __init__(self, message: str, root=None) -> None:
+        super().__init__(message)
+        self.root = root
 
 
 class ModelLoadError(CodeRagError):

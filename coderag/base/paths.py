@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+from coderag.base.errors import IndexAccessError
 
 INDEX_DIR_NAME = ".coderag"
 DB_NAME = "index.db"
@@ -130,6 +133,7 @@ def ensure_index_dir(root: str | Path) -> Path:
     """Create <root>/.coderag (0700) with a .gitignore of `*`, so the index never shows up in git status;
     tighten an existing one that other users can read."""
     d = index_dir(root)
+    check_access(d)
     d.parent.mkdir(parents=True, exist_ok=True)  # the repository itself: the user's umask
     with private_umask():
         d.mkdir(mode=DIR_MODE, exist_ok=True)
@@ -140,10 +144,39 @@ def ensure_index_dir(root: str | Path) -> Path:
     return d
 
 
+def check_access(idx: Path) -> None:
+    """Refuse, in words, index folder `idx` when this user cannot read and write it: a teammate's in a checkout
+    two users share. It holds the text of every file indexed, so it is private to whoever built it
+    (`ensure_index_dir`), and each user keeps an index of their own checkout."""
+    try:
+        st = os.stat(idx)
+    except FileNotFoundError:
+        return
+    except PermissionError:
+        st = None  # a folder above it is closed to this user
+    if st is not None and os.access(idx, os.R_OK | os.W_OK | os.X_OK):
+        return
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name if st is not None else "another user"
+    except KeyError:
+        owner = f"uid {st.st_uid}"
+    try:
+        me = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        me = f"uid {os.getuid()}"
+    raise IndexAccessError(
+        f"The index {idx} belongs to {owner} and only they can use it ({DIR_MODE:04o}: it holds the text of every "
+        f"file indexed), so {me} cannot read or update it. Search it as {owner}, or clone the repository for "
+        f"yourself and index your clone (coderag index PATH): each checkout keeps its own index.", root=idx.parent)
+
+
 def find_root(start: str | Path) -> Path | None:
-    """The nearest folder at or above `start` that holds an index."""
+    """The nearest folder at or above `start` that holds an index (IndexAccessError when the nearest one is
+    another user's)."""
     p = Path(start).resolve()
     for cand in (p, *p.parents):
-        if (cand / INDEX_DIR_NAME / DB_NAME).is_file():
+        idx = cand / INDEX_DIR_NAME
+        check_access(idx)
+        if (idx / DB_NAME).is_file():
             return cand
     return None
