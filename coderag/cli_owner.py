@@ -74,6 +74,7 @@ def status_lines(root: Path, owner_pid: Optional[int], built_with: Optional[str]
     """`coderag status` lines on the settings and the build: the owner's own account when one runs (its
     build phase, what it did with an edited settings file), else a comparison of the settings file with
     `built_with`, the fingerprint of the index."""
+    from coderag.base.build_clock import worded
     from coderag.client import owner_client
     from coderag.base.config import load_settings
     from coderag.base.errors import ConfigError
@@ -88,8 +89,9 @@ def status_lines(root: Path, owner_pid: Optional[int], built_with: Optional[str]
         lines, p = [], st["indexing"]
         if p["phase"] in BUILDING:
             why = f" ({p['rebuild']})" if p.get("rebuild") else ""
+            left = f", {worded(p['seconds_left'])} left" if p.get("seconds_left") is not None else ""
             meanwhile = "; searches are answered from the index as it was until then" if p.get("beside") else ""
-            lines.append(f"building:    {p['phase']} {p['done']}/{p['total']} files{why}{meanwhile}")
+            lines.append(f"building:    {p['phase']} {p['done']}/{p['total']} files{left}{why}{meanwhile}")
         note = (st.get("settings") or {}).get("note")
         return lines + ([f"settings:    {note}"] if note else [])
     try:

@@ -6,7 +6,7 @@ The indexer reports `progress(phase, done, total)` (pipelines/ingestion.py, migr
     to embed     a batch of `total` files is split and `done` of its chunks are to be embedded (the rest are
                  cached): the file count moves through the batch as they are, and the time left is counted
                  from the chunks to embed (those announced so far, scaled to all the files)
-    embed        `done` more chunks embedded (total 0): added up here
+    embed        `done` more chunks embedded (total 0): added up (coderag/base/build_clock.py)
     optimize     the HNSW graph is being built (no count)
     line tokens  done/total files whose line token counts are stored (an older index)
     upgrade      done chunks rewritten in the current payload format so far (total 0)
@@ -16,8 +16,9 @@ The indexer reports `progress(phase, done, total)` (pipelines/ingestion.py, migr
 from __future__ import annotations
 
 import sys
-import time
 from typing import IO, Optional
+
+from coderag.base.build_clock import BuildClock
 
 # What each phase is called on the bar, and its one line off a terminal ({total}: the phase's total).
 PHASES = {
@@ -32,56 +33,24 @@ PHASES = {
 COUNTED = {"files": "files", "vectors": "files", "line tokens": "files", "recheck": "files", "upgrade": "chunks"}
 
 
-class IndexProgress:
+class IndexProgress(BuildClock):
     """The `progress` callback of `coderag index`. `live`: draw a bar (default: stderr is a terminal);
-    otherwise one line when a phase with work in it begins, and nothing else (logs of CI stay short)."""
+    otherwise one line when a phase with work in it begins, and nothing else (logs of CI stay short). Its
+    counts, rate and time left are those of BuildClock (coderag/base/build_clock.py)."""
 
     def __init__(self, live: Optional[bool] = None, stream: Optional[IO[str]] = None, console=None) -> None:
+        super().__init__()
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty() if live is None else live
-        self.embedded = 0
         self._said: set[str] = set()
         self._bar = None
         self._tasks: dict[str, int] = {}
         self._console = console
-        self._first: Optional[tuple[float, int]] = None  # (when, chunks) at the end of the first embedded batch
-        self._files = (0, 0)  # files committed, of all
-        self._batch = (0, 0, 0)  # the batch in progress: its files, its chunks to embed, chunks embedded before it
-        self._planned = (0, 0)  # chunks to embed announced so far, and the files they came from
-
-    def rate(self) -> float:
-        """Chunks embedded per second since the first batch (loading the model is not embedding)."""
-        if not self._first or self.embedded == self._first[1]:
-            return 0.0
-        return (self.embedded - self._first[1]) / max(1e-6, time.monotonic() - self._first[0])
-
-    def seconds_left(self) -> Optional[float]:
-        """Chunks still to embed over the rate so far; None before there is a rate. The chunks to embed in the
-        files not split yet are guessed from those announced so far, per file."""
-        rate, (chunks, files), total = self.rate(), self._planned, self._files[1]
-        if not rate or not files or not total:
-            return None
-        return max(0.0, chunks * max(total, files) / files - self.embedded) / rate
-
-    def shown_files(self) -> float:
-        """Files committed, plus the share of the batch in progress its embedded chunks stand for."""
-        files, to_embed, before = self._batch
-        done = self._files[0]
-        if files and to_embed:
-            done += files * min(1.0, (self.embedded - before) / to_embed)
-        return min(done, self._files[1]) if self._files[1] else done
 
     def __call__(self, phase: str, done: int, total: int) -> None:
+        self.count(phase, done, total)
         if phase == "to embed":
-            self._batch = (total, done, self.embedded)
-            self._planned = (self._planned[0] + done, self._planned[1] + total)
             return
-        if phase == "embed":
-            self.embedded += done
-            if not self._first:  # the first batch's end: the model is loaded by then
-                self._first = (time.monotonic(), self.embedded)
-        elif phase == "files":
-            self._files, self._batch = (done, total), (0, 0, 0)
         if not self.live:
             self._line(phase, total)
             return

@@ -131,7 +131,8 @@ def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] 
         return SearchResults.from_dict(res).to_xml()
 
     @mcp.tool(description="State of the code index: root, file and chunk counts, model, last update, "
-                          "changed files not yet indexed, and background indexing progress.",
+                          "changed files not yet indexed, and background indexing progress (with the "
+                          "seconds left of a build under way, once it can be reckoned).",
               structured_output=False)
     @checked.register
     def index_status(ctx: Context) -> str:

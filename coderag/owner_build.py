@@ -11,6 +11,7 @@ import logging
 import time
 from pathlib import Path
 
+from coderag.base.build_clock import BuildClock
 from coderag.base.config import StoreMode
 from coderag.base.paths import private_umask
 
@@ -48,6 +49,7 @@ class OwnerBuild:
         return self._stop.is_set() or self._cancel.is_set()
 
     def _progress(self, phase: str, done: int, total: int) -> None:
+        self._clock.count(phase, done, total)
         if phase == "files" and self._stopping():
             raise _Stopped  # between two committed batches: stop() need not wait for the whole pass
         if phase == "embed":
@@ -73,6 +75,7 @@ class OwnerBuild:
 
         idx = self.index
         t0 = time.perf_counter()
+        self._clock = BuildClock()
         try:
             # Embedded store: BM25 first, so search works within seconds (even for a few files loading the
             # model takes seconds); the changed files' vectors follow in the dense pass below.
@@ -119,6 +122,7 @@ class OwnerBuild:
         from coderag.store.beside import drop, mark_ready, swap
 
         t0 = time.perf_counter()
+        self._clock = BuildClock()
         try:
             new = CodeIndex.open_beside(self.root, self.settings, self._writer_lock)
             try:
@@ -200,6 +204,7 @@ class OwnerBuild:
             self.progress["cached"] = self.progress.get("cached", 0) + step.cached
             done += len(part)
             self.progress.update(done=done)
+            self._clock.count("files", done, len(paths))  # the pass's own count: its time left is reckoned on it
             for p in part:
                 self.progress["dense_by_role"][role_of(p)]["done"] += 1
 

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from coderag.base.build_clock import BuildClock
 from coderag.base.code_id import code_id
 from coderag.base.config import Settings, load_settings
 from coderag.base.errors import IndexLockedError
@@ -89,6 +90,7 @@ class IndexService(OwnerBuild, OwnerChanges):
         self._results: OrderedDict[str, dict] = OrderedDict()
         self.progress = {"phase": "idle", "done": 0, "total": 0, "embedded": 0, "error": None}
         self.dense_ready = False
+        self._clock = BuildClock()  # the build under way's time left (owner_build.py)
         self._ready = threading.Event()  # the index is open (requests that arrive before wait for it)
         self._requests = threading.Condition()  # requests under way, and whether new ones are held (requests_held)
         self._in_flight, self._requests_held = 0, False
@@ -314,9 +316,13 @@ class IndexService(OwnerBuild, OwnerChanges):
             last_build = {k: v for k, v in last_build.items() if k not in ("skip_items", "note_items")}
 
         skipped, _ = skip_report(idx.state, idx.walk_skips or SkipLog())  # counted as `coderag index` counts them
+        indexing = dict(self.progress)
+        left = self._clock.seconds_left() if indexing["phase"] in BUILDING else None
+        if left is not None:
+            indexing["seconds_left"] = round(left)
         return {"root": str(self.root), "index_dir": str(self.index_dir), "pid": os.getpid(),
                 "model": str(self.settings.model_dir()), "last_update": idx.state.get_meta("last_update"),
-                "counts": counts, "skipped": skipped, "dense_ready": self.dense_ready, "indexing": dict(self.progress),
+                "counts": counts, "skipped": skipped, "dense_ready": self.dense_ready, "indexing": indexing,
                 "settings": {"file": str(self.settings_file.path), "note": self.settings_note},
                 "last_build": last_build,
                 "watcher": self._watcher.status() if self._watcher is not None else {"state": "off"},

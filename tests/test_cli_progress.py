@@ -84,3 +84,10 @@ def test_time_left_comes_from_the_chunks_to_embed_and_files_move_within_a_batch(
     frames = [f for f in re.split(r"[\r\n]", ANSI.sub("", out.getvalue())) if f.strip()]
     assert re.search(r"indexing .*20/128 files, 32 chunks", frames[-1]), frames
     assert re.search(r"\d\d:\d\d left", frames[-1]) and "--:--" not in frames[-1], frames[-1]
+
+
+def test_a_time_left_in_words() -> None:
+    from coderag.base.build_clock import worded
+
+    assert [worded(s) for s in (4, 44, 61, 179, 3600 + 20 * 60)] == [
+        "about 4 s", "about 40 s", "about 1 min", "about 3 min", "about 1 h 20 min"]

@@ -298,3 +298,31 @@ def test_a_disk_without_room_for_a_second_index_builds_it_in_place(owner, built:
     assert owner.progress["beside"] is False
     _indexer(owner).join(120)
     assert owner.progress["phase"] == "idle" and _built_with(built) == fingerprint(_other_chunking())
+
+
+def test_an_owners_status_gives_the_time_left_of_its_build(tmp_path: Path) -> None:
+    """`coderag status` and the index_status tool showed a build's files done, not its time left (which only
+    `coderag index`'s bar showed): the owner reckons it as the bar does (coderag/base/build_clock.py)."""
+    from coderag import index_repository
+    from coderag.service import IndexService
+
+    files = {f"src/mod{i}.py": "".join(f"def handler_{i}_{j}(event):\n    '''Handle event {j} of module {i}.'''\n"
+                                       f"    return event.get('k{j}', {j}) * {i}\n\n\n" for j in range(12))
+             for i in range(24)}
+    root = write_files(tmp_path / "repo", files)
+    index_repository(root, settings=Settings())
+    svc = IndexService(root, settings=Settings(), watch=False, serve=False).start()
+    try:
+        _indexer(svc).join(120)
+        assert "seconds_left" not in svc.status()["indexing"]  # idle: nothing to reckon
+        svc.settings = _other_chunking()
+        with svc._requests:  # the swap waits: the build's last state can be read
+            svc.start_over("the chunking changed")
+            _wait_until(lambda: svc._clock.embedded > 0 and svc.progress["done"] == svc.progress["total"] > 0,
+                        "the new index holds every file")
+            st = svc.status()["indexing"]
+            assert st["phase"] == "indexing" and isinstance(st.get("seconds_left"), int), st
+        _indexer(svc).join(120)
+        assert svc.progress["phase"] == "idle" and "seconds_left" not in svc.status()["indexing"]
+    finally:
+        svc.stop()
