@@ -10,7 +10,8 @@ beside the index (coderag/store/beside.py); compare the two on the same folder.
     python eval/bench_rebuild.py ROOT --in-place   # the same rebuild in place
 
 Per phase (before the edit; from the edit until the owner is idle with the new index): searches, failed,
-empty ("no chunks yet"), answered from BM25 alone, and latency p50 / p95 / max in ms.
+empty ("no chunks yet"), answered from BM25 alone, and latency p50 / p95 / max in ms; and the owner's peak
+resident memory before the edit and at the end (Linux).
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ def _owner(root: Path):
     from coderag.client import connect
 
     return connect(root, become_owner=False)
+
+
+def _peak_rss_mb(pid: int) -> float:
+    """The process's peak resident memory so far (Linux: VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def _summary(rows: list[tuple]) -> str:
@@ -65,6 +74,7 @@ def run(root: Path, in_place: bool) -> None:
             except Exception:
                 client = None
             time.sleep(1)
+        peak_before = _peak_rss_mb(serve.pid)
         rows, t0, edited, i, st = [], time.time(), None, 0, {}
         while True:
             t = time.time() - t0
@@ -86,7 +96,8 @@ def run(root: Path, in_place: bool) -> None:
             time.sleep(PAUSE_S)
         lb = st["last_build"]
         print(f"{'in place' if in_place else 'beside'}: rebuilt in {lb['seconds']:.1f} s ({lb['chunks']} chunks, "
-              f"{lb['embedded']} embedded, {lb['cached']} from the cache)")
+              f"{lb['embedded']} embedded, {lb['cached']} from the cache); the owner's peak memory "
+              f"{_peak_rss_mb(serve.pid):.0f} MB, before the edit {peak_before:.0f} MB")
         print("  before the edit:", _summary([r for r in rows if r[0] < edited]))
         print("  from the edit on:", _summary([r for r in rows if r[0] >= edited]))
     finally:
