@@ -150,3 +150,42 @@ def test_set_aside_again_keeps_the_partial_rebuilds_vectors_too(built: Path) -> 
     finally:
         conn.close()
     assert kept == before | {"a-new-chunk-key"} and tables == {"embed_cache"}
+
+
+def test_a_rebuild_with_the_shard_elsewhere_leaves_no_old_chunk_in_it(tmp_path: Path) -> None:
+    """With `store.path` set (the shard outside .coderag), a rebuild cleared the index folder but not the shard:
+    the points of a file deleted since, and of the chunking before, stayed beside the new ones (48 points for
+    32 chunks on a probe). Now the shard is emptied with the folder."""
+    from coderag import index_repository
+    from coderag.store.edge_vector_store import EdgeVectorStore
+
+    root = write_files(tmp_path / "repo", {**TINY_FILES, MARKED_FILE: MARKED})
+    settings = Settings()
+    settings.store.path = str(tmp_path / "elsewhere" / "shard")
+
+    def points() -> tuple[int, set[str]]:
+        store = EdgeVectorStore.open(settings.store.path, dim=384)
+        try:
+            return store.count(), set(store.file_paths())
+        finally:
+            store.close()
+
+    def chunks() -> int:
+        conn = sqlite3.connect(str(index_dir(root) / DB_NAME))
+        try:
+            return conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        finally:
+            conn.close()
+
+    index_repository(root, settings=settings)
+    assert MARKED_FILE in points()[1]
+    (root / MARKED_FILE).unlink()
+    index_repository(root, settings=settings, rebuild=True)
+    count, files = points()
+    assert MARKED_FILE not in files and count == chunks(), (count, chunks(), files)
+
+    smaller = settings.model_copy(deep=True)
+    smaller.chunking.max_tokens = 64  # another chunking: the index is built again (start_over_if_stale)
+    again = index_repository(root, settings=smaller)
+    assert again.started_over
+    assert points()[0] == chunks()

@@ -46,3 +46,19 @@ def test_server_mode_without_url_is_a_clear_error(tiny_repo):
 
     with pytest.raises(ConfigError, match="store.url"):
         open_vector_store(Settings(store=StoreSettings(mode="server")), tiny_repo)
+
+
+@requires_qdrant_server
+@pytest.mark.filterwarnings("ignore:Payload indexes have no effect")
+def test_server_mode_rebuild_starts_from_an_empty_collection(tiny_repo):
+    """A rebuild cleared the index folder but not the server's collection: the points of a file deleted since
+    stayed in it. (Needs a real server: the emulation's store lives as long as one CodeIndex.)"""
+    from coderag import CodeIndex, index_repository
+
+    settings = Settings(store=StoreSettings(mode="server", url=SERVER_URL, collection_prefix="coderagtest"))
+    index_repository(tiny_repo, settings=settings, rebuild=True)
+    (tiny_repo / "web/api.ts").unlink()
+    index_repository(tiny_repo, settings=settings, rebuild=True)
+    with CodeIndex.open(tiny_repo, settings=settings) as idx:
+        left = {n.metadata["file_path"] for n in idx.vector_store.get_nodes()}
+    assert "web/api.ts" not in left and "src/auth/service.py" in left

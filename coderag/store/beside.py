@@ -11,9 +11,10 @@ The new index embeds through `next/previous.db`, a copy of the old index's embed
 (previous_cache.py), so a chunk that comes out the same is not embedded again; the copy is deleted at the swap.
 
 The swap can be killed half way: `next/ready` is written once the new index is complete and closed, and
-whoever next takes the writer lock (`settle`: an owner's start, `coderag index`, `CodeIndex.open`) finishes a swap it finds marked ready, or deletes a
-build it finds unmarked (killed before its end: the old index is whole, and its fingerprint starts the
-rebuild again where the settings still ask for one). Each step of the swap can be run again.
+whoever next takes the writer lock (`settle`: an owner's start, `coderag index`, `CodeIndex.open`) finishes a
+swap it finds marked ready, or deletes a build it finds unmarked (killed before its end: the old index is
+whole, and its fingerprint starts the rebuild again where the settings still ask for one). Each step of the
+swap can be run again.
 """
 
 from __future__ import annotations
