@@ -75,7 +75,7 @@ class OwnerChanges:
 
     def _start_in_place(self, reason: str) -> None:
         from coderag.pipelines.code_index import CodeIndex
-        from coderag.pipelines.index_repository import set_aside_for_rebuild
+        from coderag.store.previous_cache import set_aside
 
         with self._ingest:  # the watcher's batches wait, then see another index and skip
             self._ready.clear()  # requests wait for the new index
@@ -83,7 +83,7 @@ class OwnerChanges:
             try:
                 old.close(release_lock=False)
                 with private_umask():
-                    set_aside_for_rebuild(self.index_dir, self.settings)
+                    set_aside(self.index_dir)
                     self.index = CodeIndex.open(self.root, settings=self.settings, create=True,
                                                 lock=self._writer_lock)
             except Exception as exc:  # requests now say the owner is not serving; status says why

@@ -30,7 +30,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     """
     from coderag.base.errors import ConfigError
     from coderag.store.beside import settle
-    from coderag.store.previous_cache import forget
+    from coderag.store.previous_cache import forget, set_aside
     from coderag.pipelines.changes import detect_changes
     from coderag.pipelines.ingestion import IndexSummary, check_fingerprint, fingerprint
     from coderag.pipelines.migrations import upgrade_index
@@ -46,7 +46,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     try:
         settle(idx)  # before the index is read: a rebuild beside it, stopped half way (store/beside.py)
         if rebuild:
-            set_aside_for_rebuild(idx, settings)  # its vectors serve the rebuild: unchanged chunks are not embedded
+            set_aside(idx)  # its embedding cache serves the rebuild: unchanged chunks are not embedded again
         started_over = not rebuild and start_over_if_stale(idx, settings)
         state = IndexState(idx / DB_NAME)
         try:
@@ -84,6 +84,7 @@ def start_over_if_stale(idx: Path, settings: Settings) -> bool:
     of coderag, a changed setting) is set aside to be rebuilt, as `coderag index --rebuild` does, from its
     own vectors (previous_cache.py), rather than refused at every update. Returns whether it was."""
     from coderag.pipelines.ingestion import built_otherwise, fingerprint
+    from coderag.store.previous_cache import set_aside
 
     db = idx / DB_NAME
     if not db.is_file():
@@ -94,18 +95,8 @@ def start_over_if_stale(idx: Path, settings: Settings) -> bool:
     finally:
         state.close()
     if stale:
-        set_aside_for_rebuild(idx, settings)
+        set_aside(idx)
     return stale
-
-
-def set_aside_for_rebuild(idx: Path, settings: Settings) -> None:
-    """Clear index folder `idx` for a rebuild, its embedding cache kept (store/previous_cache.py `set_aside`),
-    and the vector store with it wherever the settings put it (`drop_vectors_elsewhere`)."""
-    from coderag.pipelines.stores import drop_vectors_elsewhere
-    from coderag.store.previous_cache import set_aside
-
-    set_aside(idx)
-    drop_vectors_elsewhere(settings, idx.parent)
 
 
 def servable_while_rebuilt(idx: Path, settings: Settings) -> Settings | None:

@@ -183,6 +183,13 @@ class Ingestion:
         self.summary.removed += len(paths)
         return dependents - set(paths)
 
+    def empty_store(self) -> None:
+        """Delete every point of the store a new index writes to. Its own shard in .coderag is new and empty;
+        but a shard at `store.path` or a server's collection outlives the index folder (`rm -rf .coderag`, a
+        database lost), and the points left there, which no index knows, would be answers beside the new ones."""
+        _ = self.pipeline  # opens the store when none was given
+        self._store.clear()
+
     def recover(self) -> None:
         """Undo what a killed run left half-written: points of files whose batch never committed."""
         paths = self.state.inflight()
@@ -375,6 +382,7 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
     state = run.state
     run.recover()
     if state.get_meta("fingerprint") is None:
+        run.empty_store()  # a new index: what its store holds already belongs to no index (see empty_store)
         state.set_meta(STORE_FORMAT_KEY, STORE_FORMAT)  # a new index: written in the current format
         state.set_meta(FILE_CLASSES_KEY, FILE_CLASSES_VERSION)  # ... and under the current file-class rules
         state.set_meta(SKIPS_RECHECKED_KEY, FILE_CLASSES_VERSION)

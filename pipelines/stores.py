@@ -57,22 +57,6 @@ def open_vector_store(settings: Settings, root: Path, folder: Optional[Path] = N
     )
 
 
-def drop_vectors_elsewhere(settings: Settings, root: Path) -> None:
-    """Empty the vector store of the index of `root` where it is not in the index folder, which a rebuild's
-    `set_aside` empties (store/previous_cache.py): a shard at `store.path`, or the collection on a Qdrant server.
-    A rebuild writes into an empty store: left there, the old chunks (of files since deleted, of the chunking
-    before) stayed beside the new ones, each still an answer and the bytes of a dropped secret still stored."""
-    s = settings.store
-    if s.mode == StoreMode.Embedded:
-        if s.path:
-            import shutil
-
-            shutil.rmtree(s.path, ignore_errors=True)
-        return
-    store = open_vector_store(settings, root)
-    store.clear()  # LlamaIndex's: the collection is deleted, and made again by the first write
-
-
 DOCSTORE_NAMESPACE = "nodes"
 NODE_COLLECTION_SUFFIX = "/data"  # given to KVDocumentStore, so the collection its nodes are in is ours to name
 NODE_COLLECTION = DOCSTORE_NAMESPACE + NODE_COLLECTION_SUFFIX

@@ -189,3 +189,25 @@ def test_a_rebuild_with_the_shard_elsewhere_leaves_no_old_chunk_in_it(tmp_path: 
     again = index_repository(root, settings=smaller)
     assert again.started_over
     assert points()[0] == chunks()
+
+
+def test_a_new_index_over_a_shard_kept_elsewhere_starts_it_empty(tmp_path: Path) -> None:
+    """`rm -rf .coderag` (as the README says to remove an index) with the shard at `store.path`: the next build
+    made a new database over the old shard, whose points no index knew any more."""
+    import shutil
+
+    from coderag import index_repository
+    from coderag.store.edge_vector_store import EdgeVectorStore
+
+    root = write_files(tmp_path / "repo", {**TINY_FILES, MARKED_FILE: MARKED})
+    settings = Settings()
+    settings.store.path = str(tmp_path / "elsewhere" / "shard")
+    index_repository(root, settings=settings)
+    (root / MARKED_FILE).unlink()
+    shutil.rmtree(index_dir(root))
+    again = index_repository(root, settings=settings)
+    store = EdgeVectorStore.open(settings.store.path, dim=384)
+    try:
+        assert MARKED_FILE not in set(store.file_paths()) and store.count() == again.chunks, store.count()
+    finally:
+        store.close()
