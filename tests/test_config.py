@@ -52,3 +52,22 @@ def test_config_env_var_wins_over_root_file(tmp_path, monkeypatch):
     env_cfg.write_text("chunking:\n  max_tokens: 120\n")
     monkeypatch.setenv("CODERAG_CONFIG", str(env_cfg))
     assert load_settings(tmp_path).chunking.max_tokens == 120
+
+
+def test_config_relative_paths_are_read_from_the_files_folder(tmp_path, monkeypatch):
+    """`store.path: .shard` named a folder of whatever folder the command ran in: a search from src/ opened
+    another, empty shard, and a relative model path made the index's fingerprint differ between two shells."""
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    (root / "qdrant.yaml").write_text("store:\n  path: .shard\nembedding:\n  model_path: models/mini\n")
+    elsewhere = tmp_path / "conf"
+    elsewhere.mkdir()
+    (elsewhere / "coderag.yaml").write_text("store:\n  path: ../shards/repo\n")
+    monkeypatch.chdir(root / "src")
+    s = load_settings(root)
+    assert s.store.path == str(root.resolve() / ".shard")
+    assert s.model_dir() == root.resolve() / "models" / "mini"
+    assert load_settings(root, elsewhere / "coderag.yaml").store.path == str(elsewhere.resolve() / "../shards/repo")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (root / "qdrant.yaml").write_text("store:\n  path: ~/shard\n")
+    assert load_settings(root).store.path == str(tmp_path / "shard")

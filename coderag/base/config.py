@@ -161,7 +161,20 @@ def load_settings(root: str | os.PathLike | None = None, config_path: str | os.P
         if not isinstance(data, dict):
             raise ConfigError(f"{path} must be a mapping with sections store/embedding/chunking/retrieval/service, not {type(data).__name__}.")
         try:
-            return Settings.model_validate(data)
+            return _anchored(Settings.model_validate(data), path.resolve().parent)
         except ValidationError as exc:
             raise ConfigError(render_errors(exc, str(path))) from exc
     return Settings()
+
+
+def _anchored(settings: Settings, folder: Path) -> Settings:
+    """`store.path` and `embedding.model_path` of a settings file in `folder`, made absolute (`~` expanded, a
+    relative path read from the file's folder). Read from the working folder instead, they named another shard
+    (an empty one) or no model at all when a command ran in a subfolder, and the model's path, which the
+    index's fingerprint holds, differed between two shells, so one of them built the index again."""
+    def absolute(value: Optional[str]) -> Optional[str]:
+        return str(folder / Path(value).expanduser()) if value else value
+
+    return settings.model_copy(update={
+        "store": settings.store.model_copy(update={"path": absolute(settings.store.path)}),
+        "embedding": settings.embedding.model_copy(update={"model_path": absolute(settings.embedding.model_path)})})
