@@ -9,7 +9,7 @@ from typing import Optional
 
 from coderag.base.config import Settings, StoreMode
 from coderag.base.errors import ConfigError
-from coderag.base.paths import SHARD_NAME, index_dir
+from coderag.base.paths import SHARD_NAME, index_dir, keep_out_of_git
 
 DEFAULT_DIM = 384
 
@@ -36,6 +36,9 @@ def open_vector_store(settings: Settings, root: Path, folder: Optional[Path] = N
         from coderag.store.edge_vector_store import EdgeVectorStore
 
         path = Path(s.path) if s.path else (folder or index_dir(root)) / SHARD_NAME
+        if s.path:  # a shard set elsewhere may lie in a repository: never read back as its code (.coderag is)
+            path.mkdir(parents=True, exist_ok=True)
+            keep_out_of_git(path, "the vector store")
         return EdgeVectorStore.open(path, dim=dim, on_disk=s.on_disk, hnsw_m=s.hnsw_m,
                                     hnsw_ef_construct=s.hnsw_ef_construct, quantization=s.quantization.value)
     if not s.url:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_files
+from conftest import TINY_FILES, write_files
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.scan import SkipLog, walk
 
@@ -194,3 +194,26 @@ def test_ignore_matcher_notes_secrets_and_data_but_not_the_users_own_rules(tmp_p
     # without a SkipLog the matcher notes nothing (the filter and the watcher ask it too)
     m = IgnoreMatcher(root)
     assert m.is_ignored(".env") and m.skips is None
+
+
+def test_a_shard_set_inside_the_repository_is_not_indexed(tmp_path: Path) -> None:
+    """`store.path: vectors` put the shard in the tree: its own files were indexed as code (16 of them on a
+    probe) and read again after each write. The shard gets a .gitignore of `*`, as .coderag has."""
+
+    from coderag import index_repository
+    from coderag.base.config import Settings
+    from coderag.base.paths import DB_NAME, index_dir
+    from coderag.store.state import IndexState
+
+    root = write_files(tmp_path / "repo", TINY_FILES)
+    settings = Settings()
+    settings.store.path = str(root / "vectors")
+    first = index_repository(root, settings=settings)
+    again = index_repository(root, settings=settings)
+    state = IndexState(index_dir(root) / DB_NAME, readonly=True)
+    try:
+        indexed = set(state.files())
+    finally:
+        state.close()
+    assert not [p for p in indexed if p.startswith("vectors/")], indexed
+    assert first.indexed == len(TINY_FILES) and again.indexed == 0 and again.unchanged == len(TINY_FILES)

@@ -137,11 +137,17 @@ def ensure_index_dir(root: str | Path) -> Path:
     d.parent.mkdir(parents=True, exist_ok=True)  # the repository itself: the user's umask
     with private_umask():
         d.mkdir(mode=DIR_MODE, exist_ok=True)
-        gi = d / ".gitignore"
-        if not gi.exists():
-            gi.write_text("# Created by coderag: the index is derived data.\n*\n", encoding="utf-8")
+        keep_out_of_git(d, "the index")
     tighten_index(d)
     return d
+
+
+def keep_out_of_git(folder: Path, what: str) -> None:
+    """A `.gitignore` of `*` in `folder`, which coderag made and fills with `what` (derived data): git status
+    never shows it, and the walk of any index leaves it out (nodes/ignore.py reads nested .gitignore files)."""
+    gi = folder / ".gitignore"
+    if not gi.exists():
+        gi.write_text(f"# Created by coderag: {what} is derived data.\n*\n", encoding="utf-8")
 
 
 def check_access(idx: Path) -> None:
