@@ -21,6 +21,25 @@ def collection_name(settings: Settings, root: Path) -> str:
     return f"{settings.store.collection_prefix}_{safe}_{digest}"
 
 
+SHARD_ROOT_NAME = ".coderag-root"  # in a shard set elsewhere: the repository whose vectors it holds
+
+
+def _claim(shard: Path, root: Path) -> None:
+    """A shard set elsewhere (`store.path`) holds the vectors of one repository, named in it: two repositories
+    given the same path (a settings file for all of them, CODERAG_CONFIG) would each empty it for their new
+    index, or answer with the other's code. Refused in words instead."""
+    marker, mine = shard / SHARD_ROOT_NAME, str(Path(root).resolve())
+    try:
+        holder = marker.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        marker.write_text(mine + "\n", encoding="utf-8")
+        return
+    if holder != mine:
+        raise ConfigError(f"store.path {shard} holds the vectors of {holder}, another repository: give each "
+                          f"repository a store.path of its own, or none (its own .coderag/shard). If {holder} has "
+                          f"moved to {mine}, delete {marker}.")
+
+
 def _batch(fn):
     def encode(texts: list[str]):
         pairs = [fn(t) for t in texts]
@@ -39,6 +58,7 @@ def open_vector_store(settings: Settings, root: Path, folder: Optional[Path] = N
         if s.path:  # a shard set elsewhere may lie in a repository: never read back as its code (.coderag is)
             path.mkdir(parents=True, exist_ok=True)
             keep_out_of_git(path, "the vector store")
+            _claim(path, root)
         return EdgeVectorStore.open(path, dim=dim, on_disk=s.on_disk, hnsw_m=s.hnsw_m,
                                     hnsw_ef_construct=s.hnsw_ef_construct, quantization=s.quantization.value)
     if not s.url:

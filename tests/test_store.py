@@ -184,3 +184,23 @@ def test_edge_store_light_and_full_queries_agree(tmp_path: Path) -> None:
         assert store.query(q, light=True).nodes == full.nodes  # a light request takes the cached full nodes
     finally:
         store.close()
+
+
+def test_a_shard_set_elsewhere_serves_one_repository(tmp_path) -> None:
+    """Two repositories given one store.path (a settings file for all, CODERAG_CONFIG): the second's new index
+    would empty the first's vectors. It is refused, naming the repository the shard holds."""
+    import pytest
+
+    from conftest import TINY_FILES, write_files
+    from coderag import index_repository
+    from coderag.base.config import Settings
+    from coderag.base.errors import ConfigError
+
+    settings = Settings()
+    settings.store.path = str(tmp_path / "shared-shard")
+    first = write_files(tmp_path / "one", TINY_FILES)
+    second = write_files(tmp_path / "two", TINY_FILES)
+    index_repository(first, settings=settings)
+    with pytest.raises(ConfigError, match=f"holds the vectors of {first.resolve()}, another repository"):
+        index_repository(second, settings=settings)
+    assert index_repository(first, settings=settings).unchanged == len(TINY_FILES)  # still the first's
