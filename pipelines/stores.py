@@ -70,14 +70,21 @@ def open_vector_store(settings: Settings, root: Path, folder: Optional[Path] = N
 
     from coderag.nodes.lexical import doc_sparse, query_sparse
 
+    from qdrant_client.http.exceptions import ApiException
+
     api_key = os.environ.get(s.api_key_env) or None
     client = QdrantClient(location=":memory:") if s.url == ":memory:" else QdrantClient(url=s.url, api_key=api_key)
-    return QdrantVectorStore(
-        client=client, collection_name=collection_name(settings, root), enable_hybrid=True,
-        dense_vector_name="dense", sparse_vector_name="sparse",
-        sparse_doc_fn=_batch(doc_sparse), sparse_query_fn=_batch(query_sparse),
-        sparse_config=models.SparseVectorParams(modifier=models.Modifier.IDF),
-    )
+    try:  # it asks the server for its collection at once
+        return QdrantVectorStore(
+            client=client, collection_name=collection_name(settings, root), enable_hybrid=True,
+            dense_vector_name="dense", sparse_vector_name="sparse",
+            sparse_doc_fn=_batch(doc_sparse), sparse_query_fn=_batch(query_sparse),
+            sparse_config=models.SparseVectorParams(modifier=models.Modifier.IDF),
+        )
+    except ApiException as exc:  # refused, unreachable, or an answer that is not Qdrant's (a wrong port, a bad key)
+        raise ConfigError(f"The Qdrant server at {s.url} (store.url) did not answer: {exc}. Start it, or fix "
+                          f"store.url (and the key in ${s.api_key_env}), or set store.mode: embedded to keep the "
+                          f"vectors in the repository's own .coderag.") from exc
 
 
 DOCSTORE_NAMESPACE = "nodes"

@@ -62,3 +62,17 @@ def test_server_mode_rebuild_starts_from_an_empty_collection(tiny_repo):
     with CodeIndex.open(tiny_repo, settings=settings) as idx:
         left = {n.metadata["file_path"] for n in idx.vector_store.get_nodes()}
     assert "web/api.ts" not in left and "src/auth/service.py" in left
+
+
+def test_server_mode_with_no_server_there_is_a_clear_error(tiny_repo):
+    """A traceback of httpx and qdrant_client before (`coderag index`, every search)."""
+    import socket
+
+    from coderag.pipelines.stores import open_vector_store
+
+    with socket.socket() as s:  # a port nothing listens on once it is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = Settings(store=StoreSettings(mode="server", url=f"http://127.0.0.1:{port}"))
+    with pytest.raises(ConfigError, match=rf"Qdrant server at http://127.0.0.1:{port} \(store.url\) did not answer"):
+        open_vector_store(settings, tiny_repo)
