@@ -1,5 +1,6 @@
 """Settings: the shipped qdrant.yaml, lookup order, and errors that name the bad key."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,23 @@ def test_config_relative_paths_are_read_from_the_files_folder(tmp_path, monkeypa
     monkeypatch.setenv("HOME", str(tmp_path))
     (root / "qdrant.yaml").write_text("store:\n  path: ~/shard\n")
     assert load_settings(root).store.path == str(tmp_path / "shard")
+
+
+@pytest.mark.parametrize("text, named", [
+    ("retreival:\n  fusion_top_k: 5\n", "retreival: Extra inputs are not permitted; did you mean 'retrieval'?"),
+    ("retrieval:\n  fusion_top_k: 5\nchunkng:\n  max_tokens: 100\n", "chunkng: Extra inputs are not permitted; did "
+                                                                     "you mean 'chunking'?"),
+])
+def test_config_a_mistyped_section_is_named_not_the_whole_file_ignored(tmp_path, text, named):
+    """A section's name mistyped made the file look like another tool's qdrant.yaml: every setting in it, the
+    right ones too, was silently left unread."""
+    (tmp_path / "qdrant.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(named)):
+        load_settings(tmp_path)
+
+
+def test_config_qdrant_servers_own_file_is_still_left_alone(tmp_path):
+    """Qdrant's own config (its storage section is one letter pair from our store) is not ours."""
+    (tmp_path / "qdrant.yaml").write_text("log_level: INFO\nstorage:\n  storage_path: ./storage\n"
+                                          "service:\n  http_port: 6333\n")
+    assert load_settings(tmp_path) == Settings()

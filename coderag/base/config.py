@@ -133,12 +133,39 @@ def render_errors(exc: ValidationError, source: str) -> str:
         key = ".".join(str(p) for p in err["loc"])
         got = err.get("input")
         got_s = "" if isinstance(got, dict) else f" (got {got!r})"
-        lines.append(f"  {key}: {err['msg']}{got_s}")
+        hint = ""
+        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:  # a section's name mistyped
+            near = _near_section(str(err["loc"][0]), set(Settings.model_fields))
+            hint = f"; did you mean {near!r}?" if near else f"; the sections are {', '.join(Settings.model_fields)}"
+        lines.append(f"  {key}: {err['msg']}{got_s}{hint}")
     return "\n".join(lines)
 
 
+# Qdrant's own configuration file is also called qdrant.yaml, and `service` is one of its sections too. Its
+# top-level keys (config/config.yaml of the Qdrant server) tell such a file from ours with a section mistyped.
+_OUR_SECTIONS_ALONE = frozenset(Settings.model_fields) - {"service"}
+_QDRANT_SERVER_KEYS = frozenset({"log_level", "logger", "storage", "service", "cluster", "telemetry_disabled", "tls",
+                                 "debugger", "gpu", "inference", "audit"})
+
+
+def _near_section(key: str, sections: set[str]) -> Optional[str]:
+    import difflib
+
+    near = difflib.get_close_matches(key, sorted(sections), n=1, cutoff=0.8)
+    return near[0] if near else None
+
+
 def _is_ours(data: Any) -> bool:
-    return isinstance(data, dict) and bool(data) and set(data) <= set(Settings.model_fields)
+    """Whether a <root>/qdrant.yaml is coderag's (else it is another tool's, Qdrant's own, and left alone): its
+    sections are all ours, or one is a section only coderag has, or, with no key of Qdrant's own file, one nearly
+    is (a typo). Such a file is then checked whole, so a mistyped section is an error that names it, where the
+    whole file was silently left unread before."""
+    if not isinstance(data, dict) or not data:
+        return False
+    keys = {str(k) for k in data}
+    if keys <= set(Settings.model_fields) or keys & _OUR_SECTIONS_ALONE:
+        return True
+    return not keys & _QDRANT_SERVER_KEYS and any(_near_section(k, set(_OUR_SECTIONS_ALONE)) for k in keys)
 
 
 def load_settings(root: str | os.PathLike | None = None, config_path: str | os.PathLike | None = None) -> Settings:
