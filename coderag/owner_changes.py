@@ -124,10 +124,12 @@ class OwnerChanges:
                 new = new.model_copy(update={"store": old.store})
             self.settings = new
             if fingerprint(new) != fingerprint(old):
-                notes.insert(0, "new model or chunking settings, so the index was built again from then on (BM25 "
-                                "first, the vectors of unchanged chunks reused)")
-                self.settings_note = f"{where} changed at {when}: " + "; ".join(notes)
                 self.start_over(f"the model or chunking settings in {where} changed at {when}")
+                how = ("beside the index as it was, which answered until the new one took its place" if
+                       self.progress.get("beside") else "in its place, BM25 first")
+                notes.insert(0, f"new model or chunking settings, so the index was built again from then on ({how}; "
+                                "the vectors of unchanged chunks reused)")
+                self.settings_note = f"{where} changed at {when}: " + "; ".join(notes)
             else:
                 # A build beside the index holds `new`'s model and chunking already; the index it replaces
                 # keeps its own and takes the searches' settings alone.
