@@ -98,7 +98,7 @@ def status_lines(root: Path, owner_pid: Optional[int], built_with: Optional[str]
         settings = load_settings(root)
     except ConfigError as exc:
         return [f"settings:    invalid, the next command refuses them: {exc}"]
-    from coderag.pipelines.ingestion import fingerprint
+    from coderag.pipelines.fingerprint import fingerprint
 
     if built_with and built_with != fingerprint(settings):
         return ['settings:    the model or chunking changed since the index was built: the next "coderag index" '

@@ -102,7 +102,7 @@ class OwnerChanges:
         """Apply a change of the settings file: retrieval (and other query-time) settings from the next search
         on; a model or chunking change by building the index again (`start_over`); store settings when the
         owner starts again. `settings_note` says what was done, for index_status and `coderag status`."""
-        from coderag.pipelines.ingestion import fingerprint
+        from coderag.pipelines.fingerprint import fingerprint
 
         with self._settings_lock:
             if self.index is None:  # starting, or stopping: the change is read at the next request

@@ -43,7 +43,7 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
     from coderag.base.paths import DB_NAME, LOCK_NAME, ensure_index_dir
     from coderag.pipelines.code_index import CodeIndex
     from coderag.pipelines.index_repository import start_over_if_stale
-    from coderag.pipelines.ingestion import check_fingerprint, fingerprint
+    from coderag.pipelines.fingerprint import check_fingerprint, fingerprint
     from coderag.pipelines.migrations import upgrade_index
     from coderag.store.previous_cache import forget
     from coderag.store.state import STATUS_SPARSE, IndexState

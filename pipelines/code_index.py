@@ -287,7 +287,8 @@ class CodeIndex:
         `dense=True, force=True` over the same paths, which re-indexes them even though they are unchanged).
         """
         from coderag.pipelines.changes import changes_for_paths, detect_changes
-        from coderag.pipelines.ingestion import fingerprint, sync
+        from coderag.pipelines.fingerprint import fingerprint
+        from coderag.pipelines.ingestion import sync
 
         with self.ingest_lock, private_umask():  # new shard segments and WAL pages: 0600
             run = self._ingestion(progress, dense)
@@ -366,7 +367,7 @@ class CodeIndex:
         pipeline is built again with them, and the query model loaded again if its precision changed. Only
         settings that leave the indexed chunks as they are: a model or chunking change needs a rebuild."""
         from coderag.base.errors import ConfigError
-        from coderag.pipelines.ingestion import fingerprint
+        from coderag.pipelines.fingerprint import fingerprint
 
         if fingerprint(settings) != fingerprint(self.settings):
             raise ConfigError(f'The model or chunking settings changed: run "coderag index {self.root} --rebuild" '
@@ -384,7 +385,7 @@ class CodeIndex:
 
     def settings_match(self) -> bool:
         """Whether the index was built with the current model and chunking, so `refresh` may write to it."""
-        from coderag.pipelines.ingestion import built_otherwise, fingerprint
+        from coderag.pipelines.fingerprint import built_otherwise, fingerprint
 
         return not built_otherwise(self.state, fingerprint(self.settings))
 

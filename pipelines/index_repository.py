@@ -32,7 +32,8 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     from coderag.store.beside import settle
     from coderag.store.previous_cache import forget, set_aside
     from coderag.pipelines.changes import detect_changes
-    from coderag.pipelines.ingestion import IndexSummary, check_fingerprint, fingerprint
+    from coderag.pipelines.fingerprint import check_fingerprint, fingerprint
+    from coderag.pipelines.ingestion import IndexSummary
     from coderag.pipelines.migrations import upgrade_index
     from coderag.pipelines.skip_report import skip_report
 
@@ -83,7 +84,7 @@ def start_over_if_stale(idx: Path, settings: Settings) -> bool:
     an owner: `coderag mcp`, `serve`; the eval): an index built with another model or chunking (an upgrade
     of coderag, a changed setting) is set aside to be rebuilt, as `coderag index --rebuild` does, from its
     own vectors (previous_cache.py), rather than refused at every update. Returns whether it was."""
-    from coderag.pipelines.ingestion import built_otherwise, fingerprint
+    from coderag.pipelines.fingerprint import built_otherwise, fingerprint
     from coderag.store.previous_cache import set_aside
 
     db = idx / DB_NAME
@@ -105,7 +106,7 @@ def servable_while_rebuilt(idx: Path, settings: Settings) -> Settings | None:
     (`settings_built_with`); None where it is current, empty, of another model, or where no build can run
     beside it (a server store, a shard set elsewhere, too little free disk): then `start_over_if_stale`
     decides."""
-    from coderag.pipelines.ingestion import settings_built_with
+    from coderag.pipelines.fingerprint import settings_built_with
     from coderag.store.beside import can_build_beside, room_beside
 
     db = idx / DB_NAME

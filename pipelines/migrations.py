@@ -19,8 +19,8 @@ from coderag.nodes.notebook import is_notebook
 from coderag.nodes.safe_path import open_regular
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
 from coderag.pipelines.changes import SKIPS_RECHECKED_KEY, ChangeSet
-from coderag.pipelines.ingestion import (FILE_CLASSES_KEY, LINE_ENDS, LINE_ENDS_KEY, Ingestion, Progress, fingerprint,
-                                         sync)
+from coderag.pipelines.fingerprint import fingerprint
+from coderag.pipelines.ingestion import FILE_CLASSES_KEY, LINE_ENDS, LINE_ENDS_KEY, Ingestion, Progress, sync
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STORE_FORMAT, STORE_FORMAT_KEY, FileRecord,
                                  IndexState)
 

@@ -1076,7 +1076,7 @@ def test_code_splitter_floor_above_ceiling_is_refused(tokenizer_path) -> None:
 def test_code_splitter_floor_is_in_the_index_fingerprint() -> None:
     """An index chunked with another floor must ask for --rebuild."""
     from coderag.base.config import Settings
-    from coderag.pipelines.ingestion import fingerprint
+    from coderag.pipelines.fingerprint import fingerprint
 
     base = fingerprint(Settings())
     assert fingerprint(Settings(chunking={"min_tokens": 0})) != base

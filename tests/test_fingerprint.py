@@ -35,7 +35,7 @@ def test_fingerprint_an_owner_rebuilds_an_index_of_other_chunking(tmp_path: Path
     from coderag import index_repository
     from coderag.base.paths import DB_NAME, index_dir
     from coderag.pipelines.index_repository import start_over_if_stale
-    from coderag.pipelines.ingestion import fingerprint
+    from coderag.pipelines.fingerprint import fingerprint
     from coderag.service import IndexService
     from coderag.store.state import IndexState
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import TINY_FILES, write_files
 from coderag.base.config import Settings
 from coderag.base.paths import DB_NAME, LOCK_NAME, SHARD_NAME, index_dir
-from coderag.pipelines.ingestion import fingerprint
+from coderag.pipelines.fingerprint import fingerprint
 
 QUERY = "add sales tax to the sum of the line items"
 
