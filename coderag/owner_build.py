@@ -216,7 +216,7 @@ class OwnerBuild:
             self.check_settings()
         idx = self.index
         if idx is None or not idx.settings_match():
-            return  # none yet; or the index of other chunking served while its rebuild beside it reads the tree
+            return  # none yet; or the index of other settings served while its rebuild beside it reads the tree
         rules_changed = any(Path(r).name in RULE_FILE_NAMES for r in rels)
         with self._ingest:
             if idx is not self.index:

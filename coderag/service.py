@@ -115,7 +115,7 @@ class IndexService(OwnerBuild, OwnerChanges):
                 self._bind()
             with private_umask():  # a new index.db and shard are created 0600
                 settle(self.index_dir)  # before the fingerprint is read: a swap stopped half way ends first
-                # An index of other chunking is answered from, as it was built, while a build beside it runs;
+                # An index of other settings is answered from, as it was built, while a build beside it runs;
                 # with nobody to run that build (no background), or where none can run, it starts over here.
                 as_built = servable_while_rebuilt(self.index_dir, self.settings) if self.background else None
                 if as_built is None and start_over_if_stale(self.index_dir, self.settings):

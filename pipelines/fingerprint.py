@@ -34,10 +34,10 @@ def built_otherwise(state: IndexState, fp: str) -> bool:
 
 
 def settings_built_with(state: IndexState, settings: Settings) -> Optional[Settings]:
-    """The settings an index built with other chunking than `settings` is read with: `settings` with the
-    chunking and model window of its fingerprint, for an owner that answers from it while it builds it again
-    beside it. None where the index matches `settings` or holds nothing, where it was built with another model
-    (its vectors answer no query this model embeds), or where its fingerprint cannot be read back."""
+    """The settings an index built with other settings than `settings` is read with: `settings` with the chunking,
+    window and model of its fingerprint, for an owner that answers from it while it builds it again beside it.
+    None where the index matches `settings` or holds nothing, where its model is no longer on this machine (its
+    vectors answer no query another model embeds), or where its fingerprint cannot be read back."""
     from coderag.base.config import ChunkingSettings
 
     fp = state.get_meta("fingerprint")
@@ -45,11 +45,13 @@ def settings_built_with(state: IndexState, settings: Settings) -> Optional[Setti
         return None
     try:
         built = json.loads(fp)
-        if built["model"] != str(settings.model_dir()):
+        model = built["model"]
+        if model != str(settings.model_dir()) and not (Path(model) / "config.json").is_file():
             return None
-        return settings.model_copy(update={
-            "chunking": ChunkingSettings(**built["chunking"]),
-            "embedding": settings.embedding.model_copy(update={"window_tokens": int(built["window"])})})
+        embedding = settings.embedding.model_copy(update={"window_tokens": int(built["window"])})
+        if model != str(settings.model_dir()):
+            embedding = embedding.model_copy(update={"model_path": model})
+        return settings.model_copy(update={"chunking": ChunkingSettings(**built["chunking"]), "embedding": embedding})
     except (ValueError, KeyError, TypeError):  # pydantic's ValidationError is a ValueError
         return None
 

@@ -102,10 +102,9 @@ def start_over_if_stale(idx: Path, settings: Settings) -> bool:
 
 def servable_while_rebuilt(idx: Path, settings: Settings) -> Settings | None:
     """For an owner about to serve index folder `idx`: the settings its index can still answer with while it
-    is built again beside it (store/beside.py), where it was built with other chunking but the same model
-    (`settings_built_with`); None where it is current, empty, of another model, or where no build can run
-    beside it (a server store, a shard set elsewhere, too little free disk): then `start_over_if_stale`
-    decides."""
+    is built again beside it (store/beside.py), where it was built with other settings (`settings_built_with`);
+    None where it is current, empty, of a model no longer on this machine, or where no build can run beside it
+    (a server store, a shard set elsewhere, too little free disk): then `start_over_if_stale` decides."""
     from coderag.pipelines.fingerprint import settings_built_with
     from coderag.store.beside import can_build_beside, room_beside
 

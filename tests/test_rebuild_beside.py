@@ -235,8 +235,8 @@ def test_an_owner_opening_an_index_of_other_chunking_answers_from_it_while_it_bu
         svc.stop()
 
 
-def test_an_index_of_another_model_is_not_answered_from(built: Path) -> None:
-    """Its vectors answer no query the new model embeds: the owner builds the new index in place."""
+def test_an_index_of_a_model_no_longer_here_is_not_answered_from(built: Path) -> None:
+    """Its vectors answer no query another model embeds: the owner builds the new index in place."""
     import json
 
     from coderag.pipelines.index_repository import servable_while_rebuilt
@@ -324,5 +324,31 @@ def test_an_owners_status_gives_the_time_left_of_its_build(tmp_path: Path) -> No
             assert st["phase"] == "indexing" and isinstance(st.get("seconds_left"), int), st
         _indexer(svc).join(120)
         assert svc.progress["phase"] == "idle" and "seconds_left" not in svc.status()["indexing"]
+    finally:
+        svc.stop()
+
+
+def test_an_owner_given_another_model_answers_from_the_old_index_with_the_old_model(built: Path,
+                                                                                   tmp_path: Path) -> None:
+    """`embedding.model_path` changed while no owner ran: the owner answers from the index as it was, with the
+    model that embedded it, while it builds the new index beside it (before: "no chunks yet", then BM25 alone
+    over a part-built index for as long as every chunk took to embed). The new model here is the bundled one
+    under another path, which the index's fingerprint tells apart."""
+    from coderag.service import IndexService
+
+    bundled = Settings().model_dir()
+    other = Settings()
+    other.embedding.model_path = str(tmp_path / "model")
+    (tmp_path / "model").symlink_to(bundled, target_is_directory=True)
+    assert fingerprint(other) != fingerprint(Settings())
+    svc = IndexService(built, settings=other, watch=False, serve=False).start()
+    try:
+        if svc.progress["phase"] != "idle":
+            assert svc.index.settings.model_dir() == bundled and svc.progress["beside"], svc.progress
+        first = svc.dispatch("search", {"query": QUERY})
+        assert first["results"][0]["file_path"] == "src/billing/invoice.py" and not first.get("message"), first
+        _indexer(svc).join(120)
+        assert svc.progress["phase"] == "idle" and svc.index.settings.model_dir() == tmp_path / "model"
+        assert _built_with(built) == fingerprint(other)
     finally:
         svc.stop()
