@@ -44,10 +44,10 @@ class OwnerChanges:
         """Build the index again from scratch, in the background: the build in progress ends at its next
         batch, then the new index is built beside the old one, which answers every search until the new one
         is complete and takes its place (store/beside.py). Where that cannot be (the store is a server or a
-        shard set elsewhere; the old index has nothing to answer from), the old index is set aside (its vectors
+        shard set elsewhere, the disk has no room for two indexes, the old index has nothing to answer from), the old index is set aside (its vectors
         kept for chunks that come out the same) and the new one built in its place, BM25 first and vectors
         after. The owner keeps its writer lock throughout: nobody else writes the index meanwhile."""
-        from coderag.store.beside import can_build_beside, room_beside
+        from coderag.store.beside import can_build_beside
 
         with self._rebuild_lock:
             self._cancel.set()
@@ -57,14 +57,10 @@ class OwnerChanges:
             self._threads = [t for t in self._threads if t.is_alive()]
             self._cancel.clear()
             log.warning("rebuilding the index of %s: %s", self.root, reason)
-            if not (can_build_beside(self.settings) and self.index.state.has_searchable_file()):
-                self._start_in_place(reason)
-            elif not room_beside(self.index_dir):
-                log.warning("too little free disk for a second index beside the index of %s: building it again in "
-                            "place (searches get BM25 answers until its vectors are computed)", self.root)
-                self._start_in_place(reason)
-            else:
+            if self.index.state.has_searchable_file() and can_build_beside(self.settings, self.index_dir):
                 self._start_beside(reason)
+            else:
+                self._start_in_place(reason)
 
     def _start_beside(self, reason: str) -> None:
         self.last_build = None

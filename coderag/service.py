@@ -157,7 +157,7 @@ class IndexService(OwnerBuild, OwnerChanges):
         from coderag.store.beside import can_build_beside
 
         dropped = {PURGED_NOTE, REMASKED_NOTE} & self.index.upgraded_on_open.keys()
-        return bool(dropped) and can_build_beside(self.settings)
+        return bool(dropped) and can_build_beside(self.settings, self.index_dir)
 
     def _spawn(self, target, name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)

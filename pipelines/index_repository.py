@@ -106,13 +106,14 @@ def servable_while_rebuilt(idx: Path, settings: Settings) -> Settings | None:
     None where it is current, empty, of a model no longer on this machine, or where no build can run beside it
     (a server store, a shard set elsewhere, too little free disk): then `start_over_if_stale` decides."""
     from coderag.pipelines.fingerprint import settings_built_with
-    from coderag.store.beside import can_build_beside, room_beside
+    from coderag.store.beside import can_build_beside
 
     db = idx / DB_NAME
-    if not (db.is_file() and can_build_beside(settings) and room_beside(idx)):
+    if not db.is_file():
         return None
     state = IndexState(db, readonly=True)
     try:
-        return settings_built_with(state, settings) if state.has_searchable_file() else None
+        as_built = settings_built_with(state, settings) if state.has_searchable_file() else None
     finally:
         state.close()
+    return as_built if as_built is not None and can_build_beside(settings, idx) else None

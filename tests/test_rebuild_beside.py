@@ -165,7 +165,7 @@ def test_a_rebuild_with_the_store_elsewhere_is_built_in_place(built: Path, tmp_p
 
     elsewhere = Settings()
     elsewhere.store.path = str(tmp_path / "shard")
-    assert not can_build_beside(elsewhere) and can_build_beside(Settings())
+    assert not can_build_beside(elsewhere, index_dir(built)) and can_build_beside(Settings(), index_dir(built))
 
 
 def test_searches_during_the_whole_rebuild_and_its_swap_all_answer(owner, built: Path) -> None:

@@ -5,7 +5,8 @@ files that newer secret rules dropped, whose bytes the old store's files still h
 
 Built in place, the index would answer "no chunks yet", then from BM25 alone, for as long as the vectors of
 the changed chunks take (half an hour for 100k chunks on two cores when the chunking changed). Beside it, a
-search never sees a part-built index; the cost is the disk and memory of two indexes while the build runs.
+search never sees a part-built index; the cost is the disk of two indexes while the build runs (memory peaks
+with the document model, beside or in place: eval/RESULTS.md, "An owner's rebuild beside the index").
 
 The new index embeds through `next/previous.db`, a copy of the old index's embedding cache
 (previous_cache.py), so a chunk that comes out the same is not embedded again; the copy is deleted at the swap.
@@ -36,17 +37,24 @@ ROOM_FACTOR = 1.5  # free disk a build beside needs, over the size of the index 
 log = logging.getLogger("coderag.service")
 
 
-def can_build_beside(settings: Settings) -> bool:
-    """Whether a rebuild can run beside the index: with the embedded store in its default place. A shard
-    set elsewhere (`store.path`) or a Qdrant server holds one collection per index, which a second build would
-    write into; those indexes are built again in place."""
-    return settings.store.mode == StoreMode.Embedded and not settings.store.path
+def can_build_beside(settings: Settings, idx: Path) -> bool:
+    """Whether a rebuild can run beside the index in folder `idx`: with the embedded store in its default place
+    (a shard set elsewhere, `store.path`, or a Qdrant server holds one collection per index, which a second
+    build would write into) and room on the disk for a second index (`room_beside`). Where it cannot, the index
+    is built again in place."""
+    if settings.store.mode != StoreMode.Embedded or settings.store.path:
+        return False
+    if room_beside(idx):
+        return True
+    log.warning("too little free disk for a second index beside %s: it is built again in place (searches get "
+                "BM25 answers until its vectors are computed)", idx)
+    return False
 
 
 def room_beside(idx: Path) -> bool:
     """Whether the disk of index folder `idx` has room for a second index beside the one in it, by the size of
-    that one (ROOM_FACTOR over it: a new chunking may make more chunks). Where it has not, the index is built
-    again in place, which frees the old shard first."""
+    that one (ROOM_FACTOR over it: a new chunking may make more chunks). Built in place instead, the index frees
+    the old shard first."""
     used = 0
     for folder, _, names in os.walk(idx):  # a folder or file the store replaces meanwhile is passed over
         for name in names:
