@@ -73,8 +73,10 @@ class OwnerChanges:
         from coderag.pipelines.code_index import CodeIndex
         from coderag.store.previous_cache import set_aside
 
-        with self._ingest:  # the watcher's batches wait, then see another index and skip
-            self._ready.clear()  # requests wait for the new index
+        # Requests under way answer from the old index first, new ones wait for the new one; the watcher's
+        # batches wait, then see another index and skip.
+        with self.requests_held(), self._ingest:
+            self._ready.clear()
             old, self.index = self.index, None
             try:
                 old.close(release_lock=False)

@@ -94,6 +94,7 @@ class IndexService(OwnerBuild, OwnerChanges):
         self._ready = threading.Event()  # the index is open (requests that arrive before wait for it)
         self._requests = threading.Condition()  # requests under way, and whether new ones are held (requests_held)
         self._in_flight, self._requests_held = 0, False
+        self._in_request = threading.local()  # whether this thread answers a request (requests_held waits not for it)
         self._watcher = None
         self.started = time.time()
         self.socket_path = socket_path_for(self.index_dir)
@@ -216,6 +217,7 @@ class IndexService(OwnerBuild, OwnerChanges):
         with self._requests:
             self._requests.wait_for(lambda: not self._requests_held, OPEN_WAIT_S)
             self._in_flight += 1
+        self._in_request.active = True
         try:
             self._ready.wait(OPEN_WAIT_S)  # an owner that has just bound its socket is still opening the index
             if self.index is None or self.stop_requested.is_set():
@@ -225,6 +227,7 @@ class IndexService(OwnerBuild, OwnerChanges):
                 self.check_settings()  # an edited qdrant.yaml is never answered from the old settings
             return handler(**params)
         finally:
+            self._in_request.active = False
             with self._requests:
                 self._in_flight -= 1
                 self._requests.notify_all()
@@ -233,10 +236,12 @@ class IndexService(OwnerBuild, OwnerChanges):
     def requests_held(self) -> Iterator[None]:
         """New requests wait (up to OPEN_WAIT_S) while the block runs, and the block starts once those under
         way have answered (or after HOLD_WAIT_S, should one hang): the index can be closed and replaced
-        without a request meeting it closed (a rebuild's swap, owner_build.py)."""
+        without a request meeting it closed (a rebuild's swap, owner_build.py; a rebuild in place, which a
+        request may start itself: that one is not waited for)."""
+        own = 1 if getattr(self._in_request, "active", False) else 0
         with self._requests:
             self._requests_held = True
-            self._requests.wait_for(lambda: self._in_flight == 0, HOLD_WAIT_S)
+            self._requests.wait_for(lambda: self._in_flight <= own, HOLD_WAIT_S)
         try:
             yield
         finally:

@@ -352,3 +352,50 @@ def test_an_owner_given_another_model_answers_from_the_old_index_with_the_old_mo
         assert _built_with(built) == fingerprint(other)
     finally:
         svc.stop()
+
+
+def test_a_rebuild_in_place_waits_for_the_searches_under_way(owner, built: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the index is built again in place (no room beside it), the old index closes under searches from
+    another thread: none of them may meet it closed. A search during the build may say there is nothing to
+    answer from yet (the IndexLockedError of an owner not serving, or no results), but never fails otherwise.
+    A rebuild a request asks for (`coderag index --rebuild`) does not wait for that request itself."""
+    from coderag.base.errors import CodeRagError
+    from coderag.service import HOLD_WAIT_S
+    from coderag.store import beside
+
+    monkeypatch.setattr(beside, "ROOM_FACTOR", shutil.disk_usage(index_dir(built)).free)
+    errors: list[BaseException] = []
+    answers: list[int] = []
+    stop = threading.Event()
+
+    def search_loop() -> None:
+        while not stop.is_set():
+            try:
+                answers.append(len(owner.dispatch("search", {"query": QUERY})["results"]))
+            except CodeRagError:
+                pass
+            except BaseException as exc:  # noqa: BLE001 (any other failure is the test's finding)
+                errors.append(exc)
+
+    searcher = threading.Thread(target=search_loop)
+    searcher.start()
+    try:
+        for max_tokens in (64, 96):
+            time.sleep(0.3)
+            owner.settings = Settings()
+            owner.settings.chunking.max_tokens = max_tokens
+            owner.start_over("the chunking changed")
+            assert owner.progress["beside"] is False
+            _indexer(owner).join(120)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        assert "building" in owner.dispatch("build", {"rebuild": True})
+        assert time.monotonic() - t0 < HOLD_WAIT_S and owner.progress["beside"] is False
+        _indexer(owner).join(120)
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        searcher.join(60)
+    assert not errors, errors[:3]
+    assert answers and answers[-1] > 0
