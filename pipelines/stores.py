@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from pathlib import Path
 from typing import Optional
 
 from coderag.base.config import Settings, StoreMode
 from coderag.base.errors import ConfigError
-from coderag.base.paths import SHARD_NAME, index_dir, keep_out_of_git
+from coderag.base.paths import DB_NAME, SHARD_NAME, index_dir, keep_out_of_git
+
+log = logging.getLogger("coderag.store")
 
 DEFAULT_DIM = 384
 
@@ -27,17 +30,22 @@ SHARD_ROOT_NAME = ".coderag-root"  # in a shard set elsewhere: the repository wh
 def _claim(shard: Path, root: Path) -> None:
     """A shard set elsewhere (`store.path`) holds the vectors of one repository, named in it: two repositories
     given the same path (a settings file for all of them, CODERAG_CONFIG) would each empty it for their new
-    index, or answer with the other's code. Refused in words instead."""
+    index, or answer with the other's code. Refused in words instead. A shard whose repository has no index
+    there any more (it was moved, with its .coderag, or deleted) is taken over: nobody else reads it."""
     marker, mine = shard / SHARD_ROOT_NAME, str(Path(root).resolve())
     try:
         holder = marker.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
-        marker.write_text(mine + "\n", encoding="utf-8")
+        holder = None
+    if holder == mine:
         return
-    if holder != mine:
+    if holder is not None and (index_dir(holder) / DB_NAME).exists():
         raise ConfigError(f"store.path {shard} holds the vectors of {holder}, another repository: give each "
-                          f"repository a store.path of its own, or none (its own .coderag/shard). If {holder} has "
-                          f"moved to {mine}, delete {marker}.")
+                          f"repository a store.path of its own, or none (its own .coderag/shard).")
+    if holder is not None:
+        log.info("store.path %s held the vectors of %s, which has no index any more: it is %s's now", shard,
+                 holder, mine)
+    marker.write_text(mine + "\n", encoding="utf-8")
 
 
 def _batch(fn):

@@ -204,3 +204,31 @@ def test_a_shard_set_elsewhere_serves_one_repository(tmp_path) -> None:
     with pytest.raises(ConfigError, match=f"holds the vectors of {first.resolve()}, another repository"):
         index_repository(second, settings=settings)
     assert index_repository(first, settings=settings).unchanged == len(TINY_FILES)  # still the first's
+
+
+def test_a_shard_set_elsewhere_follows_its_repository_when_it_moves(tmp_path) -> None:
+    """A repository moved with its .coderag keeps its store.path: the shard names a folder with no index any
+    more, so the moved repository takes it over, its vectors unchanged; a second repository is still refused."""
+    import shutil
+
+    import pytest
+
+    from conftest import TINY_FILES, write_files
+    from coderag import CodeIndex, index_repository
+    from coderag.base.config import Settings
+    from coderag.base.errors import ConfigError
+
+    settings = Settings()
+    settings.store.path = str(tmp_path / "shard-elsewhere")
+    first = write_files(tmp_path / "one", TINY_FILES)
+    index_repository(first, settings=settings)
+    moved = tmp_path / "moved"
+    shutil.move(str(first), str(moved))
+    summary = index_repository(moved, settings=settings)
+    assert summary.unchanged == len(TINY_FILES) and summary.embedded == 0
+    with CodeIndex.open(moved, settings=settings) as idx:
+        res = idx.search("add sales tax to the sum of the line items", max_tokens=600, retriever="dense")
+    assert res and res[0].file_path == "src/billing/invoice.py"
+    second = write_files(tmp_path / "two", TINY_FILES)
+    with pytest.raises(ConfigError, match=f"holds the vectors of {moved.resolve()}, another repository"):
+        index_repository(second, settings=settings)

@@ -31,7 +31,7 @@ class _Section(BaseModel):
 
 class StoreSettings(_Section):
     mode: StoreMode = Field(default=StoreMode.Embedded, description="embedded: Qdrant Edge in this process; server: a Qdrant server or cluster at `url`.")
-    path: Optional[str] = Field(default=None, description="Embedded shard folder; default <root>/.coderag/shard.")
+    path: Optional[str] = Field(default=None, description="Embedded shard folder, of one repository (another is refused; a repository moved with its .coderag takes it with it); default <root>/.coderag/shard.")
     url: Optional[str] = Field(default=None, description="Qdrant server URL, e.g. http://localhost:6333 (server mode).")
     api_key_env: str = Field(default="QDRANT_API_KEY", description="Name of the environment variable holding the API key (never the key itself).")
     collection_prefix: str = Field(default="coderag", pattern=r"^[A-Za-z0-9_-]+$", description="Server collections are named <prefix>_<root name>_<hash of root path>.")
