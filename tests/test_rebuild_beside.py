@@ -5,6 +5,7 @@ whoever opens the index next."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
@@ -168,9 +169,10 @@ def test_a_rebuild_with_the_store_elsewhere_is_built_in_place(built: Path, tmp_p
     assert not can_build_beside(elsewhere, index_dir(built)) and can_build_beside(Settings(), index_dir(built))
 
 
-def test_searches_during_the_whole_rebuild_and_its_swap_all_answer(owner, built: Path) -> None:
-    """Searches in a loop from another thread while the index is built again and swapped: none fails (the
-    swap waits for the one under way and holds the next) and none comes back empty."""
+@contextlib.contextmanager
+def _searching(owner, allowed: tuple = ()):
+    """Searches in a loop from another thread while the block runs: yields (answers' result counts, failures);
+    an exception of the `allowed` types is an answer the test permits, not a failure."""
     errors: list[BaseException] = []
     answers: list[int] = []
     stop = threading.Event()
@@ -179,19 +181,28 @@ def test_searches_during_the_whole_rebuild_and_its_swap_all_answer(owner, built:
         while not stop.is_set():
             try:
                 answers.append(len(owner.dispatch("search", {"query": QUERY})["results"]))
-            except BaseException as exc:  # noqa: BLE001 (any failure is the test's finding)
+            except allowed:
+                pass
+            except BaseException as exc:  # noqa: BLE001 (any other failure is the test's finding)
                 errors.append(exc)
 
     searcher = threading.Thread(target=search_loop)
     searcher.start()
     try:
+        yield answers, errors
+    finally:
+        stop.set()
+        searcher.join(60)
+
+
+def test_searches_during_the_whole_rebuild_and_its_swap_all_answer(owner, built: Path) -> None:
+    """Searches in a loop from another thread while the index is built again and swapped: none fails (the
+    swap waits for the one under way and holds the next) and none comes back empty."""
+    with _searching(owner) as (answers, errors):
         owner.settings = _other_chunking()
         owner.start_over("the chunking changed")
         _indexer(owner).join(120)
         time.sleep(0.3)  # searches of the new index too
-    finally:
-        stop.set()
-        searcher.join(60)
     assert owner.progress["phase"] == "idle" and _built_with(built) == fingerprint(_other_chunking())
     assert not errors, errors[:3]
     assert answers and min(answers) > 0, (len(answers), min(answers))
@@ -365,22 +376,7 @@ def test_a_rebuild_in_place_waits_for_the_searches_under_way(owner, built: Path,
     from coderag.store import beside
 
     monkeypatch.setattr(beside, "ROOM_FACTOR", shutil.disk_usage(index_dir(built)).free)
-    errors: list[BaseException] = []
-    answers: list[int] = []
-    stop = threading.Event()
-
-    def search_loop() -> None:
-        while not stop.is_set():
-            try:
-                answers.append(len(owner.dispatch("search", {"query": QUERY})["results"]))
-            except CodeRagError:
-                pass
-            except BaseException as exc:  # noqa: BLE001 (any other failure is the test's finding)
-                errors.append(exc)
-
-    searcher = threading.Thread(target=search_loop)
-    searcher.start()
-    try:
+    with _searching(owner, allowed=(CodeRagError,)) as (answers, errors):
         for max_tokens in (64, 96):
             time.sleep(0.3)
             owner.settings = Settings()
@@ -394,8 +390,5 @@ def test_a_rebuild_in_place_waits_for_the_searches_under_way(owner, built: Path,
         assert time.monotonic() - t0 < HOLD_WAIT_S and owner.progress["beside"] is False
         _indexer(owner).join(120)
         time.sleep(0.3)
-    finally:
-        stop.set()
-        searcher.join(60)
     assert not errors, errors[:3]
     assert answers and answers[-1] > 0
