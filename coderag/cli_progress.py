@@ -18,19 +18,17 @@ from __future__ import annotations
 import sys
 from typing import IO, Optional
 
-from coderag.base.build_clock import BuildClock
+from coderag.base.build_clock import COUNTED, PHASE_NAMES, BuildClock
 
-# What each phase is called on the bar, and its one line off a terminal ({total}: the phase's total).
-PHASES = {
-    "files": ("indexing", "indexing {total} files..."),
-    "vectors": ("computing vectors", "computing the vectors of {total} files..."),
-    "optimize": ("building the vector index (HNSW)", "building the vector index (HNSW)..."),
-    "line tokens": ("counting the tokens of indexed lines", "counting the tokens of indexed lines ({total} files)..."),
-    "upgrade": ("rewriting stored chunks in the current format", "rewriting stored chunks in the current format..."),
-    "recheck": ("checking indexed files against the file classes", "checking {total} indexed files against the "
-                                                                  "current file classes..."),
+# Each phase's one line off a terminal ({total}: the phase's total); its name on the bar is PHASE_NAMES's.
+LINES = {
+    "files": "indexing {total} files...",
+    "vectors": "computing the vectors of {total} files...",
+    "optimize": "building the vector index (HNSW)...",
+    "line tokens": "counting the tokens of indexed lines ({total} files)...",
+    "upgrade": "rewriting stored chunks in the current format...",
+    "recheck": "checking {total} indexed files against the current file classes...",
 }
-COUNTED = {"files": "files", "vectors": "files", "line tokens": "files", "recheck": "files", "upgrade": "chunks"}
 
 
 class IndexProgress(BuildClock):
@@ -58,7 +56,7 @@ class IndexProgress(BuildClock):
         if phase == "embed":
             task = self._tasks.get("files")
             if task is None:  # chunks embedded outside a files pass (a migration re-reading files)
-                task = self._tasks["files"] = bar.add_task(PHASES["files"][0], total=None, chunks=0, unit="files")
+                task = self._tasks["files"] = bar.add_task(PHASE_NAMES["files"], total=None, chunks=0, unit="files")
             bar.update(task, completed=self.shown_files(), chunks=self.embedded, rate=self.rate(),
                        left=self.seconds_left())
             return
@@ -66,7 +64,7 @@ class IndexProgress(BuildClock):
         if task is None and not total and phase in ("files", "line tokens", "recheck"):
             return  # nothing to count (a run that only removes files)
         if task is None:
-            label = PHASES.get(phase, (phase, ""))[0]
+            label = PHASE_NAMES.get(phase, phase)
             task = self._tasks[phase] = bar.add_task(label, total=total or None, chunks=self.embedded,
                                                      unit=COUNTED.get(phase, ""))
         if phase == "optimize":
@@ -76,10 +74,10 @@ class IndexProgress(BuildClock):
             bar.update(task, completed=done, total=total or None, chunks=self.embedded, rate=self.rate(), left=left)
 
     def _line(self, phase: str, total: int) -> None:
-        if phase in self._said or phase not in PHASES or (phase in ("files", "line tokens", "recheck") and not total):
+        if phase in self._said or phase not in LINES or (phase in ("files", "line tokens", "recheck") and not total):
             return
         self._said.add(phase)
-        print(PHASES[phase][1].format(total=total), file=self.stream, flush=True)
+        print(LINES[phase].format(total=total), file=self.stream, flush=True)
 
     def _start(self):
         # Deferred: rich only when a bar is drawn (`coderag --help` and piped runs never import it).

@@ -47,7 +47,8 @@ def status_command(path: Path) -> None:
 
     from coderag.base.code_id import code_id
     from coderag.daemon import owner_info
-    from coderag.base.paths import DB_NAME, index_dir, tighten_index
+    from coderag.base.lock import WriterLock
+    from coderag.base.paths import DB_NAME, LOCK_NAME, index_dir, tighten_index
     from coderag.pipelines.changes import detect_changes
     from coderag.pipelines.skip_report import skip_report
     from coderag.store.state import SEARCHABLE, IndexState
@@ -80,8 +81,12 @@ def status_command(path: Path) -> None:
     click.echo(f"permissions: {private.note()}")
     owner = owner_info(root)
     pid = int(owner["pid"]) if owner else None
+    writer = WriterLock(idx / LOCK_NAME).held_by()
+    if writer is not None and pid is not None and writer.startswith(f"pid {pid}:"):
+        writer = None  # the owner's own build: status_lines below says what it is doing
     if owner is None:
-        click.echo("owner:       none (the next search starts one in the background)")
+        click.echo("owner:       none (the next search " + ("waits for the writer below, then starts one)"
+                                                            if writer else "starts one in the background)"))
     else:
         other = "; it runs other coderag code than this command, until restarted" if owner.get("code") != code_id() \
             else ""
@@ -90,12 +95,14 @@ def status_command(path: Path) -> None:
 
     for line in status_lines(root, pid, built_with):  # the owner's build and settings, or a settings change
         click.echo(line)
+    if writer is not None:  # a `coderag index` (or a notebook) at work: what it says it is doing
+        click.echo(f"writer:      {writer}")
     # Deleted: files the index holds chunks of. A gone file that was only ever skipped (it vanished while
     # a run read it, say) has nothing in the index to remove.
     deleted = [p for p in changes.removed if manifest[p].status in SEARCHABLE]
     pending = changes.pending()  # not a file skipped as unreadable that still cannot be read
     if pending or deleted:
-        click.echo(f"pending:     {len(pending)} new or modified, {len(deleted)} deleted "
-                   f'(run "coderag index {root}")')
+        todo = "the writer above is at work" if writer else f'run "coderag index {root}"'
+        click.echo(f"pending:     {len(pending)} new or modified, {len(deleted)} deleted ({todo})")
     else:
         click.echo("pending:     none, the index is up to date")

@@ -44,6 +44,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     settings = settings or load_settings(root)
     idx = ensure_index_dir(root)
     lock = take_writer_lock(idx, wait)  # a background owner hands the index over (coderag/base/handover.py)
+    progress = _said_in(lock, progress)
     try:
         settle(idx)  # before the index is read: a rebuild beside it, stopped half way (store/beside.py)
         if rebuild:
@@ -77,6 +78,31 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     finally:
         if lock is not None:
             lock.release()
+
+
+# How often a run rewrites what it is doing in the writer lock's holder line between its phases' own counts
+# (an embedded batch every few tenths of a second is more than a reader needs).
+SAY_EVERY_S = 1.0
+
+
+def _said_in(lock, progress):
+    """`progress`, and what the run is doing said in the holder line of its writer `lock` (WriterLock.say):
+    a search that waits for the index, and `coderag status`, tell the user "indexing: 120 of 347 files, about
+    3 min left" rather than only that a `coderag index` holds it."""
+    from coderag.base.build_clock import PHASE_NAMES, BuildClock
+
+    clock, said = BuildClock(), {"at": 0.0, "text": ""}
+
+    def call(phase: str, done: int, total: int) -> None:
+        if progress is not None:
+            progress(phase, done, total)
+        clock.count(phase, done, total)
+        now, text = time.monotonic(), clock.doing()
+        if text != said["text"] and (phase in PHASE_NAMES or now - said["at"] >= SAY_EVERY_S):
+            lock.say(text)
+            said.update(at=now, text=text)
+
+    return call
 
 
 def start_over_if_stale(idx: Path, settings: Settings) -> bool:

@@ -13,6 +13,18 @@ import time
 from typing import Optional
 
 
+# What each counted phase is called, on `coderag index`'s bar and in the holder's line of the writer lock.
+PHASE_NAMES = {
+    "files": "indexing",
+    "vectors": "computing vectors",
+    "optimize": "building the vector index (HNSW)",
+    "line tokens": "counting the tokens of indexed lines",
+    "upgrade": "rewriting stored chunks in the current format",
+    "recheck": "checking indexed files against the file classes",
+}
+COUNTED = {"files": "files", "vectors": "files", "line tokens": "files", "recheck": "files", "upgrade": "chunks"}
+
+
 class BuildClock:
     """Fed every progress call of one run: `files` (done/total files committed), `to embed` (a batch of
     `total` files holds `done` chunks to embed) and `embed` (`done` more chunks embedded); other phases
@@ -24,8 +36,11 @@ class BuildClock:
         self._files = (0, 0)  # files committed, of all
         self._batch = (0, 0, 0)  # the batch in progress: its files, its chunks to embed, chunks embedded before it
         self._planned = (0, 0)  # chunks to embed announced so far, and the files they came from
+        self._phase = ("", 0, 0)  # the last named phase (PHASE_NAMES) and its count
 
     def count(self, phase: str, done: int, total: int) -> None:
+        if phase in PHASE_NAMES:
+            self._phase = (phase, done, total)
         if phase == "to embed":
             self._batch = (total, done, self.embedded)
             self._planned = (self._planned[0] + done, self._planned[1] + total)
@@ -48,6 +63,19 @@ class BuildClock:
         if not rate or not files or not total:
             return None
         return max(0.0, chunks * max(total, files) / files - self.embedded) / rate
+
+    def doing(self) -> str:
+        """The run's phase in words: "indexing: 120 of 347 files, about 3 min left"; "" before the first."""
+        phase, done, total = self._phase
+        if not phase:
+            return ""
+        unit = COUNTED.get(phase)
+        if phase == "files":
+            done = int(self.shown_files())
+        text = PHASE_NAMES[phase] + (f": {done} of {total} {unit}" if unit and total else
+                                     f": {done} {unit}" if unit else "")
+        left = self.seconds_left() if phase == "files" else None
+        return text + (f", {worded(left)} left" if left is not None else "")
 
     def shown_files(self) -> float:
         """Files committed, plus the share of the batch in progress its embedded chunks stand for."""
