@@ -268,7 +268,7 @@ def serve(root: Path, config: Path | None, idle_exit: float, background: bool, w
     import signal
 
     from coderag.client import IndexClient, owner_or_open
-    from coderag.daemon import wait_until_idle
+    from coderag.daemon import IDLE, MOVED, wait_until_idle
     from coderag.base.config import load_settings
     from coderag.service import IndexService
 
@@ -287,8 +287,15 @@ def serve(root: Path, config: Path | None, idle_exit: float, background: bool, w
     stop = service.stop_requested  # set by SIGTERM, or by a process the background owner hands the index to
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        if wait_until_idle(service, idle_exit, stop):
+        why = wait_until_idle(service, idle_exit, stop)
+        if why == IDLE:
             logging.getLogger("coderag.service").info("no request for %g s: the owner of %s stops", idle_exit, root)
+        elif why == MOVED:
+            logging.getLogger("coderag.service").warning(
+                "%s or its index folder was moved or deleted: the owner stops (the next search in the new "
+                "place starts one there)", root)
+            click.echo(f"{root} or its .coderag was moved or deleted: stopping (run coderag serve again in "
+                       "its new place)", err=True)
     except KeyboardInterrupt:
         pass
     finally:

@@ -145,10 +145,17 @@ def idle_for(service) -> float:
     return activity.idle_s()
 
 
-def wait_until_idle(service, idle_exit_s: float, stop: threading.Event) -> bool:
-    """Block until `stop` is set (False) or, with idle_exit_s > 0, the owner has been idle that long (True)."""
+IDLE, MOVED = "idle", "moved"  # why an owner's main loop ends, besides being asked to stop
+
+
+def wait_until_idle(service, idle_exit_s: float, stop: threading.Event) -> Optional[str]:
+    """Block until `stop` is set (None), until the owner has been idle for idle_exit_s where that is > 0 (IDLE),
+    or until its repository or index folder is no longer where it opened them (MOVED: `IndexService.moved`;
+    the index in its new place is then free for a new owner)."""
     poll = min(1.0, max(0.05, idle_exit_s / 4)) if idle_exit_s > 0 else 1.0
     while not stop.wait(poll):
         if idle_exit_s > 0 and idle_for(service) >= idle_exit_s:
-            return True
-    return False
+            return IDLE
+        if service.moved():
+            return MOVED
+    return None

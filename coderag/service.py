@@ -77,6 +77,7 @@ class IndexService(OwnerBuild, OwnerChanges):
         self.stop_requested = threading.Event()  # the process's main loop stops the owner when set
         self.last_build: Optional[dict] = None  # the summary of the last background build, for `coderag index`
         self.index_dir = ensure_index_dir(self.root)
+        self._where = self._folders_now()  # what `moved` compares with
         self.watch, self.background, self.serve = watch, background, serve
         self.tune_gc = tune_gc  # the owner process's own entry point: tune its GC after the warm-up
         self.index = None
@@ -204,6 +205,18 @@ class IndexService(OwnerBuild, OwnerChanges):
         """Block until stopped (foreground `coderag serve`)."""
         while not self._stop.wait(0.5):
             pass
+
+    def _folders_now(self) -> Optional[tuple]:
+        try:
+            return tuple((st.st_dev, st.st_ino) for st in (os.stat(self.root), os.stat(self.index_dir)))
+        except OSError:
+            return None
+
+    def moved(self) -> bool:
+        """Whether the repository or its index folder is no longer where the owner opened it (moved, renamed,
+        deleted): the owner would answer from a tree that is not there, and the index's new place finds no
+        owner at the socket its owner.json names while the writer lock stays held."""
+        return self._folders_now() != self._where
 
     # -- requests -------------------------------------------------------------------------------
     def dispatch(self, method: str, params: dict) -> Any:

@@ -263,3 +263,25 @@ async def test_mcp_owner_applies_settings_and_rebuilds_for_the_cli(repo: Path) -
         doc = await search(client, QUERY)
         assert doc.find("result/source_file").text == "src/billing/invoice.py"
     assert not errors
+
+
+def test_a_repository_moved_under_its_background_owner_is_served_in_its_new_place(repo: Path,
+                                                                                 owners: list[int]) -> None:
+    """The owner kept the writer lock of the moved index and answered at the socket its owner.json named in the
+    old place: every search in the new place waited 60 s and failed, for as long as the owner ran (600 s idle).
+    Now the owner sees that its repository is gone from where it opened it and stops; the next search in the
+    new place is answered, by an owner it starts there."""
+    pid = _start_background_owner(repo, owners)
+    moved = repo.with_name("moved")
+    repo.rename(moved)
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(pid), "the owner of the moved repository still runs"
+    t0 = time.monotonic()
+    res = _search_json(moved, QUERY, "--wait", "5")
+    assert res["results"][0]["file_path"] == "src/billing/invoice.py" and time.monotonic() - t0 < 60, res
+    new_pid = _owner_pid(moved)
+    assert new_pid is not None and new_pid != pid
+    owners.append(new_pid)
+    assert "moved or deleted: the owner stops" in (moved / ".coderag" / "coderag.log").read_text()
