@@ -21,7 +21,7 @@ from typing import Any, Iterator, Optional
 from coderag.base.build_clock import BuildClock
 from coderag.base.code_id import code_id
 from coderag.base.config import Settings, load_settings
-from coderag.base.errors import IndexLockedError
+from coderag.base.errors import IndexLockedError, IndexMissingError
 from coderag.base.handover import HAND_OVER
 from coderag.owner_build import OwnerBuild
 from coderag.owner_changes import BUILDING, OwnerChanges  # noqa: F401 (BUILDING: public here)
@@ -197,9 +197,16 @@ class IndexService(OwnerBuild, OwnerChanges):
             if t.name == "coderag-indexer" and t is not threading.current_thread():
                 t.join(timeout=STOP_JOIN_S)
         with self._ingest:
-            if self.index is not None:
-                self.index.close()
-                self.index = None
+            index, self.index = self.index, None
+            if index is not None:
+                try:
+                    index.close()
+                except Exception:
+                    if not self.moved():
+                        raise
+                    # The store cannot write its last state where its files were: they are at the new place,
+                    # as complete as its last commit, and the process's exit lets go of them.
+                    log.warning("the index of %s was moved or deleted; closing it in its old place failed", self.root)
 
     def wait(self) -> None:
         """Block until stopped (foreground `coderag serve`)."""
@@ -229,6 +236,11 @@ class IndexService(OwnerBuild, OwnerChanges):
             raise ValueError(f"unknown method {method!r}")
         if method in ("ping", HAND_OVER):
             return handler(**params)
+        if self.moved():  # a `coderag serve` owner stops by itself (daemon.wait_until_idle); an MCP server says so
+            raise IndexMissingError(
+                f"{self.root} or its .coderag was moved or deleted after this coderag process (pid {os.getpid()}) "
+                "opened it, so it answers from it no more. Start coderag in the repository's new place: in Claude "
+                "Code, run claude from there (or restart the coderag MCP server); the index there is used as it is.")
         with self._requests:
             self._requests.wait_for(lambda: not self._requests_held, OPEN_WAIT_S)
             self._in_flight += 1

@@ -120,12 +120,16 @@ class CodeIndex(IndexParts):
         if stop is not None:
             stop()
         with self.ingest_lock, private_umask():  # closing the shard rewrites its segment files: 0600
-            if self._store is not None and hasattr(self._store, "close"):
-                self._store.close()
-            self._store = self._storage_context = None
-            self.state.close()
-            if release_lock:
-                self._lock.release()
+            try:
+                if self._store is not None and hasattr(self._store, "close"):
+                    self._store.close()  # fails where the folder is gone (a repository moved under its owner)
+            finally:
+                self._store = self._storage_context = None
+                try:
+                    self.state.close()
+                finally:
+                    if release_lock:
+                        self._lock.release()  # whatever failed: a lock kept would bar the index until exit
 
     def __enter__(self) -> "CodeIndex":
         return self

@@ -285,3 +285,21 @@ def test_a_repository_moved_under_its_background_owner_is_served_in_its_new_plac
     assert new_pid is not None and new_pid != pid
     owners.append(new_pid)
     assert "moved or deleted: the owner stops" in (moved / ".coderag" / "coderag.log").read_text()
+
+
+def test_an_owner_in_process_says_its_repository_moved_and_what_to_do(repo: Path) -> None:
+    """The MCP server is an owner in its own process, with no main loop of its own to end: its next tool call
+    says the repository moved and what to do (before: answers from a tree that is not there)."""
+    import pytest
+
+    from coderag.base.errors import IndexMissingError
+    from coderag.service import IndexService
+
+    svc = IndexService(repo, watch=False, serve=False).start()
+    try:
+        assert svc.dispatch("search", {"query": QUERY})["results"]
+        repo.rename(repo.with_name("moved"))
+        with pytest.raises(IndexMissingError, match="was moved or deleted after this coderag process .* opened it"):
+            svc.dispatch("search", {"query": QUERY})
+    finally:
+        svc.stop()  # closing the store where its files were fails: stop says so and goes on
