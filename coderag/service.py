@@ -77,7 +77,6 @@ class IndexService(OwnerBuild, OwnerChanges):
         self.stop_requested = threading.Event()  # the process's main loop stops the owner when set
         self.last_build: Optional[dict] = None  # the summary of the last background build, for `coderag index`
         self.index_dir = ensure_index_dir(self.root)
-        self._where = self._folders_now()  # what `moved` compares with
         self.watch, self.background, self.serve = watch, background, serve
         self.tune_gc = tune_gc  # the owner process's own entry point: tune its GC after the warm-up
         self.index = None
@@ -199,10 +198,11 @@ class IndexService(OwnerBuild, OwnerChanges):
         with self._ingest:
             index, self.index = self.index, None
             if index is not None:
+                moved = self.moved()  # asked of the lock, which the close lets go
                 try:
                     index.close()
                 except Exception:
-                    if not self.moved():
+                    if not moved:
                         raise
                     # The store cannot write its last state where its files were: they are at the new place,
                     # as complete as its last commit, and the process's exit lets go of them.
@@ -213,17 +213,12 @@ class IndexService(OwnerBuild, OwnerChanges):
         while not self._stop.wait(0.5):
             pass
 
-    def _folders_now(self) -> Optional[tuple]:
-        try:
-            return tuple((st.st_dev, st.st_ino) for st in (os.stat(self.root), os.stat(self.index_dir)))
-        except OSError:
-            return None
-
     def moved(self) -> bool:
         """Whether the repository or its index folder is no longer where the owner opened it (moved, renamed,
         deleted): the owner would answer from a tree that is not there, and the index's new place finds no
-        owner at the socket its owner.json names while the writer lock stays held."""
-        return self._folders_now() != self._where
+        owner at the socket its owner.json names while the writer lock stays held (WriterLock.in_place)."""
+        lock = self._writer_lock
+        return lock is not None and not lock.in_place()
 
     # -- requests -------------------------------------------------------------------------------
     def dispatch(self, method: str, params: dict) -> Any:

@@ -44,6 +44,18 @@ class WriterLock:
             pass
         return None if pid == os.getpid() else line
 
+    def in_place(self) -> bool:
+        """Whether the lock file this process holds is still the one at its path: False once its index folder,
+        or the repository above it, was moved, renamed or deleted. It compares the open file with the path's,
+        whose identity holds even where a file system makes up inode numbers (an open file stays known)."""
+        if self._fd is None:
+            return True
+        try:
+            held, there = os.fstat(self._fd), os.stat(self.path)
+        except OSError:
+            return False
+        return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
+
     def say(self, doing: str) -> None:
         """Add what the holder is doing to its line ("indexing: 120 of 347 files, about 3 min left"). One
         write over the old line, padded with blanks that a reader strips: a reader never finds it empty."""
