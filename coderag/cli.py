@@ -11,6 +11,7 @@ import click
 
 from coderag.cli_eval import eval_command, train_adapter_command, train_ranker_command
 from coderag.cli_status import indexed_root, status_command
+from coderag.base.budget import DEFAULT_MAX_TOKENS
 from coderag.base.errors import CodeRagError, IndexLockedError
 from coderag.base.lock import DEFAULT_WAIT_S
 
@@ -143,7 +144,7 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
                    "e.g. 'src/**/*.py,!tests/**' or '**/*.{py,rst}'.")
 @click.option("--keyword", "-k", "keywords", multiple=True, metavar="K", help="Exact identifier to boost (repeatable).")
 @click.option("--exact", is_flag=True, help="Keep only chunks that contain every --keyword.")
-@click.option("--max-tokens", type=int, default=4000, show_default=True, help="Budget for the whole output.")
+@click.option("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, show_default=True, help="Budget for the whole output.")
 @click.option("--top-k", type=int, default=None, help="Fused candidates before merging and packing.")
 @click.option("--retriever", type=click.Choice(["hybrid", "bm25", "dense"]), default="hybrid", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "xml", "json"]), default=None,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from coderag.base.budget import DEFAULT_MAX_TOKENS, MAX_TOKENS_LIMIT, MIN_TOKENS
 from coderag.base.errors import CodeRagError
 from coderag.base.lock import DEFAULT_WAIT_S
 
@@ -17,7 +18,7 @@ from coderag.base.lock import DEFAULT_WAIT_S
               help="Comma-separated, among bm25, dense, hybrid, full, ripgrep, li-bm25 (LlamaIndex's BM25Retriever "
                    "over the same leaves), bm25-window (BM25 over 40-line windows of code files). Without dense, "
                    "hybrid and full, corpora are indexed BM25-only (no embedding).")
-@click.option("--max-tokens", type=click.IntRange(50, 20_000), default=4000, show_default=True,
+@click.option("--max-tokens", type=click.IntRange(MIN_TOKENS, MAX_TOKENS_LIMIT), default=DEFAULT_MAX_TOKENS, show_default=True,
               help="Budget of the packed payload (full, and the payload share of every variant).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for results.json, summary.md and the chart (default: a new folder in the cache).")

@@ -14,7 +14,7 @@ from pydantic import Field, ValidationError
 from coderag.base.errors import CodeRagError, error_text
 from coderag.mcp_args import ArgumentCheck
 from coderag.base.paths import LOG_NAME, index_dir
-from coderag.pipelines.search_options import MAX_TOKENS_LIMIT, MIN_TOKENS
+from coderag.base.budget import DEFAULT_MAX_TOKENS, MAX_TOKENS_LIMIT, MIN_TOKENS
 
 log = logging.getLogger("coderag.mcp")
 SERVER_NAME = "coderag"
@@ -124,7 +124,7 @@ def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] 
         file_pattern: Annotated[Optional[str], Field(
             description="Globs on repo-relative paths, e.g. 'src/**/*.py,!tests/**' or '**/*.{py,rst}'.")] = None,
         requires_exact_match: Annotated[bool, Field(description="Only blocks containing every keyword.")] = False,
-        max_tokens: Annotated[int, Field(ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT, description="Budget for the whole answer.")] = 4000,
+        max_tokens: Annotated[int, Field(ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT, description="Budget for the whole answer.")] = DEFAULT_MAX_TOKENS,
     ) -> str:
         res = call(ctx, "search", query=query, keywords=list(keywords), file_pattern=file_pattern,
                                requires_exact_match=requires_exact_match, max_tokens=max_tokens, format="xml")
@@ -147,7 +147,7 @@ def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] 
         id: Annotated[str, Field(min_length=1, description="Result id from search_code, or 'path:START-END'.")],
         ctx: Context,
         context_lines: Annotated[int, Field(ge=0, le=500, description="Lines before and after when there is no enclosing definition.")] = 20,
-        max_tokens: Annotated[int, Field(ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT)] = 4000,
+        max_tokens: Annotated[int, Field(ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT)] = DEFAULT_MAX_TOKENS,
     ) -> str:
         res = call(ctx, "expand", id=id, context_lines=context_lines, max_tokens=max_tokens)
         return SearchResults.from_dict(res).to_xml()

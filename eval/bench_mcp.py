@@ -37,6 +37,8 @@ import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from coderag.base.budget import DEFAULT_MAX_TOKENS
+
 PACKAGE, VERSION = "Django", "5.1.4"
 ARCHIVE = "Django-5.1.4.tar.gz"
 SHA256 = "de450c09e91879fa5a307f696e57c851955c910a438a35e6b4c895e86bedc82a"
@@ -319,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, help="An indexed folder to use instead of the Django corpus.")
     ap.add_argument("--calls", type=int, default=300, help="Timed search_code calls per path.")
     ap.add_argument("--saves", type=int, default=20, help="File saves timed until searchable.")
-    ap.add_argument("--max-tokens", type=int, default=4000, help="Budget per search_code call (the tool default).")
+    ap.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="Budget per search_code call (the tool default).")
     ap.add_argument("--prepare-only", action="store_true", help="Download and index, then stop.")
     args = ap.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from coderag.base.budget import DEFAULT_MAX_TOKENS
 from coderag.eval.metrics import RANKING_METRICS, Span, mean, percentile
 from coderag.eval.outcomes import (BASELINE_TOP_K, RANK_MAX_TOKENS, RANK_TOP_K, Outcome, baseline_outcome,
                                    coderag_outcome, miss, ripgrep_outcome)
@@ -44,7 +45,6 @@ from coderag.eval.outcomes import (BASELINE_TOP_K, RANK_MAX_TOKENS, RANK_TOP_K, 
 VARIANTS = ("bm25", "dense", "hybrid", "full", "ripgrep", "li-bm25", "bm25-window")
 RAW_VARIANTS = ("bm25", "dense", "hybrid")
 DENSE_VARIANTS = ("dense", "hybrid", "full")  # the variants that read vectors: their corpora are indexed dense
-DEFAULT_MAX_TOKENS = 4000
 WARMUP_QUERY = "warm up: load the model and open the stores"
 
 

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+from coderag.base.budget import DEFAULT_MAX_TOKENS
 from coderag.base.config import Settings, load_settings
 from coderag.base.errors import IndexMissingError
 from coderag.base.handover import take_writer_lock
@@ -197,7 +198,7 @@ class CodeIndex(IndexParts):
             return optimize()
 
     def search(self, query: str, *, file_pattern: Optional[str] = None, keywords: Iterable[str] = (),
-               requires_exact_match: bool = False, max_tokens: int = 4000, top_k: Optional[int] = None,
+               requires_exact_match: bool = False, max_tokens: int = DEFAULT_MAX_TOKENS, top_k: Optional[int] = None,
                retriever: str = "hybrid", auto_merge: bool = True, merge_adjacent: bool = True,
                format: str = "xml", refresh: bool = True, freshness: Optional[str] = None) -> SearchResults:
         """Search the index. Returns SearchResults (a list of SearchResult plus `.to_xml()`, `.to_json()`).

@@ -8,10 +8,9 @@ from typing import Optional
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from coderag.base.agent_text import surrogate_problem
+from coderag.base.budget import DEFAULT_MAX_TOKENS, MAX_TOKENS_LIMIT, MIN_TOKENS
 from coderag.base.globs import FilePattern
 
-MAX_TOKENS_LIMIT = 20_000
-MIN_TOKENS = 50
 # What of a query is searched. Reading (coderag/queries/reader.py) and BM25 grow with the text: a 1 MB query took
 # seconds, for nothing, since the dense leg sees ~256 tokens and BM25 a bag of terms. 20,000 characters hold a bug
 # report with its whole traceback; the rest is cut, and the payload says so.
@@ -41,7 +40,7 @@ class SearchOptions(BaseModel):
     file_pattern: Optional[str] = Field(default=None, description="Globs on relative paths, `!` excludes.")
     keywords: list[str] = Field(default_factory=list, description="Exact identifiers to boost (or require).")
     requires_exact_match: bool = Field(default=False, description="Keep only chunks containing every keyword.")
-    max_tokens: int = Field(default=4000, ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT, description="Budget of the payload.")
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT, description="Budget of the payload.")
     top_k: Optional[int] = Field(default=None, ge=1, le=200, description="Fused candidates (default from settings).")
     retriever: RetrieverMode = Field(default=RetrieverMode.Hybrid)
     auto_merge: bool = Field(default=True, description="Merge sibling hits into their parent.")

@@ -8,11 +8,11 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
+from coderag.base.budget import DEFAULT_MAX_TOKENS
 from coderag.nodes.keys import END_LINE_KEY, START_LINE_KEY
 
 TRUNCATED_KEY = "truncated"
 FULL_END_LINE_KEY = "full_end_line"
-DEFAULT_MAX_TOKENS = 4000
 DEFAULT_CUT_RATIO = 0.0
 MIN_USEFUL_TOKENS = 24
 
