@@ -18,7 +18,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from coderag.base.budget import DEFAULT_MAX_TOKENS
+from coderag.base.budget import DEFAULT_MAX_TOKENS, EXPAND_CONTEXT_LINES
 from coderag.base.build_clock import BuildClock
 from coderag.base.code_id import code_id
 from coderag.base.config import Settings, load_settings
@@ -320,7 +320,7 @@ class IndexService(OwnerBuild, OwnerChanges):
         while len(self._results) > RESULT_MEMORY:
             self._results.popitem(last=False)
 
-    def expand(self, id: str, context_lines: int = 20, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
+    def expand(self, id: str, context_lines: int = EXPAND_CONTEXT_LINES, max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
         """The enclosing parent of a result, or its surrounding lines, read from the file now."""
         from coderag.pipelines.expand import expand_result
 

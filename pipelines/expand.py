@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from coderag.base.budget import DEFAULT_MAX_TOKENS
+from coderag.base.budget import DEFAULT_MAX_TOKENS, EXPAND_CONTEXT_LINES
 from coderag.nodes.keys import END_LINE_KEY, START_LINE_KEY, SYMBOL_KEY
 from coderag.nodes.safe_path import MISSING, readable_path
 from coderag.postprocessors.lines import LineSource
@@ -91,7 +91,7 @@ def _enclosing(index, path: str, start: int, end: int):
     return best
 
 
-def expand_result(index, result_id: str, ref: Optional[dict], context_lines: int = 20,
+def expand_result(index, result_id: str, ref: Optional[dict], context_lines: int = EXPAND_CONTEXT_LINES,
                   max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
     """A SearchResults dict with one block: the parent of the result, else +-context_lines around it."""
 

@@ -1,9 +1,11 @@
-"""The payload's token budget: what a search or an expansion gets when its caller names none, and the bounds a
-caller may name (the CLI, the MCP tools, the Python API and the eval read them here; stdlib only, so the CLI
-shows them in `--help` without importing pydantic or LlamaIndex)."""
+"""How much a payload holds: the token budget a search or an expansion gets when its caller names none, the bounds
+a caller may name, and the lines an expansion shows around a result that no definition encloses. The CLI, the
+MCP tools, the Python API and the eval read them here; stdlib only, so that the CLI shows them in `--help`
+without importing pydantic or LlamaIndex."""
 
-# About a screen and a half of code an agent reads whole: the payload's blocks and then its candidate lines
-# (postprocessors/token_budget.py); the eval's payload measures are taken at it (eval/RESULTS.md).
+# The payload's blocks and then its candidate lines fill it (postprocessors/token_budget.py); the eval's payload
+# measures (tokens to the gold, gold in the payload) are taken at it.
 DEFAULT_MAX_TOKENS = 4000
-MIN_TOKENS = 50  # less holds no block with its header
+MIN_TOKENS = 50  # bounds of a budget a caller names; outside them a request is refused in words
 MAX_TOKENS_LIMIT = 20_000
+EXPAND_CONTEXT_LINES = 20  # before and after a result that no definition encloses (expand_result)
