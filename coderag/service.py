@@ -235,8 +235,9 @@ class IndexService(OwnerBuild, OwnerChanges):
         if self.moved():  # a `coderag serve` owner stops by itself (daemon.wait_until_idle); an MCP server says so
             raise IndexMissingError(
                 f"{self.root} or its .coderag was moved or deleted after this coderag process (pid {os.getpid()}) "
-                "opened it, so it answers from it no more. Start coderag in the repository's new place: in Claude "
-                "Code, run claude from there (or restart the coderag MCP server); the index there is used as it is.")
+                "opened it, so it answers from it no more. Restart it where the repository is now (in Claude Code: "
+                "/mcp to reconnect coderag, or start claude in the repository's new folder); a moved index is used "
+                "as it is, a deleted one is built again.")
         with self._requests:
             self._requests.wait_for(lambda: not self._requests_held, OPEN_WAIT_S)
             self._in_flight += 1
