@@ -75,9 +75,9 @@ def model_id(folder: str | Path) -> Optional[str]:
     folder = Path(folder)
     try:
         files = sorted(p for p in folder.rglob("*") if p.is_file())
-        stamp = tuple((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
         if not files:
             return None
+        stamp = tuple((str(p.relative_to(folder)), st.st_size, st.st_mtime_ns) for p in files for st in [p.stat()])
         if _ids.get(str(folder), (None,))[0] == stamp:
             return _ids[str(folder)][1]
         digest = hashlib.sha256()
