@@ -99,7 +99,9 @@ class CachedEmbedder(TransformComponent):
     Texts are embedded sorted by length, which cuts padding.
     """
 
-    model_id: str = Field(description="Identifies the model in cache keys (its folder).")
+    model_id: str = Field(description="Identifies the model in cache keys (the digest of its files).")
+    legacy_model_id: Optional[str] = Field(default=None, description="What keyed the cache before (the model's "
+                                           "folder): a miss is looked up under it too, and a hit kept under model_id.")
     batch_size: int = Field(default=DEFAULT_BATCH_SIZE, gt=0, description="Chunks per model call.")
 
     _loader: Callable[[], Any] = PrivateAttr()
@@ -138,6 +140,21 @@ class CachedEmbedder(TransformComponent):
         if release is not None:
             release()
 
+    def _cached(self, keys: list[str], texts: list[str]) -> dict[str, bytes]:
+        """The cached vectors of `keys`; those missing are looked up under the legacy key of their text, so that
+        a cache written before the model was known by its files still serves (and is carried over)."""
+        if self._cache is None:
+            return {}
+        hits = self._cache.cached_vectors(keys)
+        if self.legacy_model_id and len(hits) < len(keys):
+            missing = [(k, cache_key(self.legacy_model_id, t)) for k, t in zip(keys, texts) if k not in hits]
+            old = self._cache.cached_vectors([legacy for _, legacy in missing])
+            found = {k: old[legacy] for k, legacy in missing if legacy in old}
+            if found:
+                self._cache.cache_vectors(found.items())
+                hits.update(found)
+        return hits
+
     @property
     def model(self):
         if self._model is None:
@@ -151,7 +168,7 @@ class CachedEmbedder(TransformComponent):
                 and n.embedding is None]
         texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in todo]
         keys = [cache_key(self.model_id, t) for t in texts]
-        hits = self._cache.cached_vectors(keys) if self._cache is not None else {}
+        hits = self._cached(keys, texts)
         missing = sorted({k: i for i, k in enumerate(keys) if k not in hits}.values(), key=lambda i: len(texts[i]))
         for node, key in zip(todo, keys):
             if key in hits:

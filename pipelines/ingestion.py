@@ -17,7 +17,7 @@ from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.keys import DUPLICATE_OF_KEY, IS_LEAF_KEY
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
 from coderag.pipelines.changes import FILE_CLASSES_KEY, SKIPS_RECHECKED_KEY, ChangeSet
-from coderag.pipelines.fingerprint import check_fingerprint, stamp_model
+from coderag.pipelines.fingerprint import check_fingerprint, model_id, stamp_model
 from coderag.store.previous_cache import embedding_cache
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE,
                                  STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
@@ -104,7 +104,10 @@ class Ingestion:
                                                                       s.embedding.window_tokens)),
             cache=embedding_cache(self.state, self.state.path), on_batch=lambda n: self._tick("embed", n),
             on_plan=lambda n: self._tick("to embed", n, self._batch_files),
-            model_id=str(model_dir), batch_size=s.embedding.batch_size)
+            # Keyed by the model's files, so that the same model in another folder finds its vectors; the
+            # folder keyed the caches written before.
+            model_id=model_id(model_dir) or str(model_dir), legacy_model_id=str(model_dir),
+            batch_size=s.embedding.batch_size)
         if self._store is None:
             self._store = open_vector_store(s, self.root)
         if self._docstore is None:

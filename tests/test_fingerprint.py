@@ -147,3 +147,50 @@ def test_an_index_from_before_model_digests_keeps_the_bundled_model_installed_ag
         assert conn.execute("SELECT value FROM meta WHERE key=?", (MODEL_ID_KEY,)).fetchone() is not None
     finally:
         conn.close()
+
+
+def test_a_rebuild_after_the_model_moved_embeds_no_chunk_it_had(tmp_path: Path) -> None:
+    """The embedding cache is keyed by the model's files too: after a virtualenv made again, a rebuild (another
+    chunking, a new splitter) reuses the vectors of the chunks that come out the same, as it does in place."""
+    import shutil
+
+    from conftest import TINY_FILES, write_files
+    from coderag import index_repository
+
+    root = write_files(tmp_path / "repo", TINY_FILES)
+    first = _model_copy(tmp_path / "venv1" / "model")
+    assert index_repository(root, settings=first).embedded > 0
+    shutil.move(str(tmp_path / "venv1"), str(tmp_path / "venv2"))
+    moved = Settings()
+    moved.embedding.model_path = str(tmp_path / "venv2" / "model")
+    summary = index_repository(root, settings=moved, rebuild=True)
+    assert summary.embedded == 0 and summary.cached > 0
+
+
+def test_a_cache_keyed_by_the_model_folder_still_serves(tmp_path: Path) -> None:
+    """Caches written before the model was known by its files are keyed by its folder: a miss is looked up
+    there too and carried over to the new key, so the first rebuild after an upgrade embeds nothing it had.
+    The model's loader fails the test if it is called."""
+    import numpy as np
+    from llama_index.core.schema import MetadataMode, TextNode
+
+    from coderag.nodes.embedding import CachedEmbedder, cache_key
+    from coderag.store.state import IndexState
+
+    def no_model():
+        raise AssertionError("the model was loaded: a cached vector was missed")
+
+    state = IndexState(tmp_path / "index.db")
+    try:
+        nodes = [TextNode(text="def total(items):\n    return sum(items)"), TextNode(text="class Invoice:\n    pass")]
+        texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+        vectors = [np.full(4, i + 1, dtype=np.float32) for i in range(len(nodes))]
+        state.cache_vectors((cache_key("/old/venv/model", t), v.tobytes()) for t, v in zip(texts, vectors))
+        embedder = CachedEmbedder(loader=no_model, cache=state, model_id="digest-of-files",
+                                  legacy_model_id="/old/venv/model")
+        embedder(nodes)
+        assert [n.embedding for n in nodes] == [v.tolist() for v in vectors]
+        assert set(state.cached_vectors([cache_key("digest-of-files", t) for t in texts])) == \
+            {cache_key("digest-of-files", t) for t in texts}
+    finally:
+        state.close()
