@@ -84,6 +84,23 @@ def _model_copy(to: Path) -> Settings:
     return settings
 
 
+def _indexed_then_model_moved(tmp_path: Path) -> tuple[Path, Settings]:
+    """The tiny repository indexed with a copy of the bundled model in venv1/, then venv1/ renamed venv2/ (a
+    virtualenv made again): the repository, and the settings that name the model in its new folder."""
+    import shutil
+
+    from conftest import TINY_FILES, write_files
+    from coderag import index_repository
+
+    root = write_files(tmp_path / "repo", TINY_FILES)
+    first = _model_copy(tmp_path / "venv1" / "model")
+    assert index_repository(root, settings=first).embedded > 0
+    shutil.move(str(tmp_path / "venv1"), str(tmp_path / "venv2"))
+    moved = Settings()
+    moved.embedding.model_path = str(tmp_path / "venv2" / "model")
+    return root, moved
+
+
 def test_the_same_model_in_another_folder_keeps_the_index(tmp_path: Path) -> None:
     """A virtualenv made again, coderag installed for another Python: the model's folder is not the one the index
     was built with, but its files are. The index is kept (nothing embedded again), `coderag status` calls it up to
@@ -92,15 +109,10 @@ def test_the_same_model_in_another_folder_keeps_the_index(tmp_path: Path) -> Non
     import shutil
     import subprocess
 
-    from conftest import CODERAG, TINY_FILES, server_env, write_files
+    from conftest import CODERAG, TINY_FILES, server_env
     from coderag import CodeIndex, index_repository
 
-    root = write_files(tmp_path / "repo", TINY_FILES)
-    first = _model_copy(tmp_path / "venv1" / "model")
-    assert index_repository(root, settings=first).embedded > 0
-    shutil.move(str(tmp_path / "venv1"), str(tmp_path / "venv2"))
-    moved = Settings()
-    moved.embedding.model_path = str(tmp_path / "venv2" / "model")
+    root, moved = _indexed_then_model_moved(tmp_path)
     config_file = tmp_path / "coderag.yaml"  # outside the repository: not a file of it to index
     config_file.write_text(json.dumps({"embedding": {"model_path": moved.embedding.model_path}}))
     status = subprocess.run([CODERAG, "status", str(root)], capture_output=True, text=True, timeout=120,
@@ -152,17 +164,9 @@ def test_an_index_from_before_model_digests_keeps_the_bundled_model_installed_ag
 def test_a_rebuild_after_the_model_moved_embeds_no_chunk_it_had(tmp_path: Path) -> None:
     """The embedding cache is keyed by the model's files too: after a virtualenv made again, a rebuild (another
     chunking, a new splitter) reuses the vectors of the chunks that come out the same, as it does in place."""
-    import shutil
-
-    from conftest import TINY_FILES, write_files
     from coderag import index_repository
 
-    root = write_files(tmp_path / "repo", TINY_FILES)
-    first = _model_copy(tmp_path / "venv1" / "model")
-    assert index_repository(root, settings=first).embedded > 0
-    shutil.move(str(tmp_path / "venv1"), str(tmp_path / "venv2"))
-    moved = Settings()
-    moved.embedding.model_path = str(tmp_path / "venv2" / "model")
+    root, moved = _indexed_then_model_moved(tmp_path)
     summary = index_repository(root, settings=moved, rebuild=True)
     assert summary.embedded == 0 and summary.cached > 0
 
