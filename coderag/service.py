@@ -104,9 +104,7 @@ class IndexService(OwnerBuild, OwnerChanges):
     def start(self) -> "IndexService":
         from coderag.base.lock import WriterLock
         from coderag.pipelines.code_index import CodeIndex  # LlamaIndex: imported before the lock is taken
-        from coderag.pipelines.fingerprint import adopt_moved_model
-        from coderag.pipelines.index_repository import servable_while_rebuilt, start_over_if_stale
-        from coderag.store.beside import settle
+        from coderag.pipelines.index_repository import before_reading, servable_while_rebuilt, start_over_if_stale
 
         setup_logging(self.index_dir)
         # The lock, then the socket at once, then the index (opening the shard takes a while): a client that
@@ -117,8 +115,7 @@ class IndexService(OwnerBuild, OwnerChanges):
             if self.serve:
                 self._bind()
             with private_umask():  # a new index.db and shard are created 0600
-                settle(self.index_dir)  # before the fingerprint is read: a swap stopped half way ends first
-                adopt_moved_model(self.index_dir, self.settings)  # the same model in another folder
+                before_reading(self.index_dir, self.settings)  # a swap stopped half way ends, a moved model is kept
                 # An index of other settings is answered from, as it was built, while a build beside it runs;
                 # with nobody to run that build (no background), or where none can run, it starts over here.
                 as_built = servable_while_rebuilt(self.index_dir, self.settings) if self.background else None

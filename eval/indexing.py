@@ -42,8 +42,8 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
     from coderag.base.lock import WriterLock
     from coderag.base.paths import DB_NAME, LOCK_NAME, ensure_index_dir
     from coderag.pipelines.code_index import CodeIndex
-    from coderag.pipelines.index_repository import start_over_if_stale
-    from coderag.pipelines.fingerprint import adopt_moved_model, check_fingerprint, fingerprint
+    from coderag.pipelines.index_repository import before_reading, start_over_if_stale
+    from coderag.pipelines.fingerprint import check_fingerprint, fingerprint
     from coderag.pipelines.migrations import upgrade_index
     from coderag.store.previous_cache import forget
     from coderag.store.state import STATUS_SPARSE, IndexState
@@ -56,7 +56,7 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
         # An eval scores the code as it is: an index of other chunking would score other chunks. It is set
         # aside and built again from the vectors it had (most chunks are made again as they were). The same
         # model in another folder (a virtualenv made again) is no reason to.
-        adopt_moved_model(idx, settings)
+        before_reading(idx, settings)
         rebuilt = rebuild_stale and start_over_if_stale(idx, settings)
         if not rebuild_stale:
             state = IndexState(idx / DB_NAME)

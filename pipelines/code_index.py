@@ -71,8 +71,7 @@ class CodeIndex(IndexParts):
         an owner run in the foreground (`coderag mcp`, `coderag serve`) keeps it, and the error says so.
         `wait`: seconds to wait for another process that is writing the index.
         """
-        from coderag.pipelines.fingerprint import adopt_moved_model
-        from coderag.store.beside import settle
+        from coderag.pipelines.index_repository import before_reading
 
         start = Path(root).resolve()
         found = find_root(start)
@@ -84,8 +83,7 @@ class CodeIndex(IndexParts):
         idx = ensure_index_dir(found)
         lock = lock or take_writer_lock(idx, wait)
         try:
-            settle(idx)  # a rebuild beside it, killed in its swap or before its end (store/beside.py)
-            adopt_moved_model(idx, settings)  # the same model in another folder (pipelines/fingerprint.py)
+            before_reading(idx, settings)  # a swap killed half way, a model moved (pipelines/index_repository.py)
             index = cls._open_in(found, settings, idx, lock)
         except BaseException:
             lock.release()

@@ -29,10 +29,9 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         (42, 0, 0, 311)
     """
     from coderag.base.errors import ConfigError
-    from coderag.store.beside import settle
     from coderag.store.previous_cache import forget, set_aside
     from coderag.pipelines.changes import detect_changes
-    from coderag.pipelines.fingerprint import adopt_moved_model, check_fingerprint, fingerprint
+    from coderag.pipelines.fingerprint import check_fingerprint, fingerprint
     from coderag.pipelines.ingestion import IndexSummary
     from coderag.pipelines.migrations import upgrade_index
     from coderag.pipelines.skip_report import skip_report
@@ -46,8 +45,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     lock = take_writer_lock(idx, wait)  # a background owner hands the index over (coderag/base/handover.py)
     progress = _said_in(lock, progress)
     try:
-        settle(idx)  # before the index is read: a rebuild beside it, stopped half way (store/beside.py)
-        adopt_moved_model(idx, settings)  # the same model in another folder is not a reason to rebuild
+        before_reading(idx, settings)
         if rebuild:
             set_aside(idx)  # its embedding cache serves the rebuild: unchanged chunks are not embedded again
         started_over = not rebuild and start_over_if_stale(idx, settings)
@@ -104,6 +102,18 @@ def _said_in(lock, progress):
             said.update(at=now, text=text)
 
     return call
+
+
+def before_reading(idx: Path, settings: Settings) -> None:
+    """For whoever has just taken the writer lock of index folder `idx`, before it reads the index (whether it
+    is stale, what it holds): a rebuild beside it stopped half way is finished or deleted (store/beside.py
+    `settle`), and a model the index knows, found in another folder, is adopted (fingerprint.py
+    `adopt_moved_model`). `coderag index`, an owner's start, `CodeIndex.open` and the eval call it."""
+    from coderag.pipelines.fingerprint import adopt_moved_model
+    from coderag.store.beside import settle
+
+    settle(idx)
+    adopt_moved_model(idx, settings)
 
 
 def start_over_if_stale(idx: Path, settings: Settings) -> bool:
