@@ -15,7 +15,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from coderag.pipelines.ranker import LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO, blend
 from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.rules import RRF, SCORES, Rules
-from coderag.pipelines.search_request import BM25, DENSE, QueryKind, SearchRequest, as_request
+from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
 
 # The learned ranker (pipelines/ranker.py) replaces the rules and every boost of theirs; its scores are
 # probabilities over the request's candidates. `ranker=rules` keeps the hand-set fusion to compare against.
@@ -115,14 +115,6 @@ class WeightedFusionRetriever(QueryFusionRetriever):
         which keeps their scale), the rules' (`Rules.mode_for`)."""
         return LEARNED if self.ranker == LEARNED else self.rules.mode_for(req)
 
-    def share_for(self, req: SearchRequest) -> float:
-        """The learned ranker's share of the blend for `req`: none for one name asked for its definition
-        ("parse_header", "where is parse_header defined"), `learned_share` for every other query. The rules
-        answer a definition by the name's exact match, fused on ranks (`Rules.mode_for`), whose scores are so
-        flat near the top that even a small share hands the order to the model; on the tune split each share
-        above 0.25 cost a name query and none gained one (eval/RESULTS.md, "a name asked for its definition")."""
-        return 0.0 if req.kind is QueryKind.DEFINITION else self.learned_share
-
     def fuse(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest) -> List[NodeWithScore]:
         """The candidates of the legs' `results`, best first: by the rules' scores, under the blend weighed
         with the learned ranker's probabilities (pipelines/ranker.py `blend`), or by those alone."""
@@ -132,12 +124,11 @@ class WeightedFusionRetriever(QueryFusionRetriever):
             out = self._learned(results, req)
         else:
             fused, by_id = self.rules.scores(results, req, mode)
-            share = self.share_for(req)
-            if self.ranker == BLEND and share > 0.0 and fused and {DENSE, BM25} <= results.keys():
+            if self.ranker == BLEND and self.learned_share > 0.0 and fused and {DENSE, BM25} <= results.keys():
                 # Only over both legs: the model learned from candidates of both, and a search while the vectors
                 # are still being built, or with one leg asked for, would feed it the other leg's evidence as
                 # absent.
-                fused = blend(fused, self._learned_probabilities(results, req, by_id), share)
+                fused = blend(fused, self._learned_probabilities(results, req, by_id), self.learned_share)
             out = [NodeWithScore(node=by_id[nid].node, score=score)
                    for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True)]
         req.timings["fusion_ms"] = (time.perf_counter() - t0) * 1000

@@ -102,14 +102,17 @@ def test_ranker_the_blend_leaves_a_one_leg_search_to_the_rules(indexed: Path) ->
     assert [nid for nid, _ in fusion_answer(indexed, query, ranker="blend", learned_share=1.0)] == learned
 
 
-def test_ranker_the_blend_leaves_a_definition_to_the_rules(indexed: Path) -> None:
-    """One name asked for its definition keeps the rules' order and scores at any learned share, where
-    `ranker=learned` orders it otherwise (a question at a share of 1 takes the learned order: the test above)."""
+def test_ranker_the_blend_weighs_a_definition_as_any_query(indexed: Path) -> None:
+    """No kind of query has its own share: one name asked for its definition takes the learned order at a
+    share of 1, as a question does (the test above), and keeps the rules' scores, in that order."""
     for query in ("invoice_total", "where is hash_password defined"):
         assert SearchRequest(query).kind is QueryKind.DEFINITION
         rules = fusion_answer(indexed, query, ranker="rules")
-        assert fusion_answer(indexed, query, ranker="blend", learned_share=1.0) == rules
-        assert [nid for nid, _ in fusion_answer(indexed, query, ranker="learned")] != [nid for nid, _ in rules]
+        learned = [nid for nid, _ in fusion_answer(indexed, query, ranker="learned")]
+        assert learned != [nid for nid, _ in rules], "a query the two order differently"
+        blended = fusion_answer(indexed, query, ranker="blend", learned_share=1.0)
+        assert [nid for nid, _ in blended] == learned
+        assert [score for _, score in blended] == [score for _, score in rules]
 
 
 @pytest.mark.parametrize("ranker", ["blend", "learned", "rules"])
