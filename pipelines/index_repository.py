@@ -107,13 +107,14 @@ def _said_in(lock, progress):
 def before_reading(idx: Path, settings: Settings) -> None:
     """For whoever has just taken the writer lock of index folder `idx`, before it reads the index (whether it
     is stale, what it holds): a rebuild beside it stopped half way is finished or deleted (store/beside.py
-    `settle`), and a model the index knows, found in another folder, is adopted (fingerprint.py
-    `adopt_moved_model`). `coderag index`, an owner's start, `CodeIndex.open` and the eval call it."""
-    from coderag.pipelines.fingerprint import adopt_moved_model
+    `settle`), a model the index knows, found in another folder, is adopted, and one whose files changed in
+    its folder makes the index stale (fingerprint.py `reconcile_model`). `coderag index`, an owner's start,
+    `CodeIndex.open` and the eval call it."""
+    from coderag.pipelines.fingerprint import reconcile_model
     from coderag.store.beside import settle
 
     settle(idx)
-    adopt_moved_model(idx, settings)
+    reconcile_model(idx, settings)
 
 
 def start_over_if_stale(idx: Path, settings: Settings) -> bool:

@@ -132,6 +132,31 @@ def test_the_same_model_in_another_folder_keeps_the_index(tmp_path: Path) -> Non
     assert index_repository(root, settings=other).started_over  # another folder, other files: built again
 
 
+def test_a_model_whose_files_changed_in_its_folder_builds_the_index_again(tmp_path: Path) -> None:
+    """A model fine-tuned again into the same folder, or a package shipping other weights under the same path:
+    the fingerprint names the same folder, but the vectors are of the files that were there. The next writer
+    builds the index again, embedding every chunk (none from the cache, whatever keyed it); files only touched
+    keep it."""
+    import os
+
+    from conftest import TINY_FILES, write_files
+    from coderag import index_repository
+
+    root = write_files(tmp_path / "repo", TINY_FILES)
+    settings = _model_copy(tmp_path / "venv" / "model")
+    first = index_repository(root, settings=settings)
+    assert first.embedded > 0
+    config = tmp_path / "venv" / "model" / "config.json"
+    os.utime(config, ns=(config.stat().st_atime_ns, config.stat().st_mtime_ns + 10**9))  # touched, same bytes
+    touched = index_repository(root, settings=settings)
+    assert not touched.started_over and touched.embedded == 0 and touched.unchanged == len(TINY_FILES)
+
+    config.write_text(config.read_text().replace("{", "{\n  \"note\": \"fine-tuned again\",", 1))
+    again = index_repository(root, settings=settings)
+    assert again.started_over and again.embedded == first.embedded
+    assert index_repository(root, settings=settings).embedded == 0  # and it is current from then on
+
+
 def test_an_index_from_before_model_digests_keeps_the_bundled_model_installed_again(tmp_path: Path) -> None:
     """An index built before digests were stored names only its model's folder. Where that was the bundled
     model's and is gone (the old virtualenv deleted), the bundled model installed elsewhere is taken for it;

@@ -286,6 +286,11 @@ class IndexState:
         self.conn.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?, ?)", items)
 
     @_locked
+    def forget_cached_vectors(self) -> None:
+        """Drop every cached vector: the model they were made with is no longer the one the index is built with."""
+        self.conn.execute("DELETE FROM embed_cache")
+
+    @_locked
     def seed_cache(self, other_db: str | Path) -> int:
         """Copy the embedding cache of another index's database into this one (keys already here are kept);
         returns how many vectors were added. Keys hash the model with the text, so vectors of another model
