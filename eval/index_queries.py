@@ -124,15 +124,16 @@ def spellings(name: str) -> list[str]:
     return [name, other, " ".join(parts)]
 
 
-def name_queries(root: Path, repo: str, split: str) -> list[dict[str, Any]]:
+def name_queries(root: Path, repo: str, split: str, commit: str | None = None) -> list[dict[str, Any]]:
     """Queries that name code: a definition by its name (as written, in the other convention, as words, or
     "where is X defined"), gold its definition; "who calls X" / "where is X used", gold the chunks that use
-    it; "where is X tested", gold the tests that use it. Names defined once in the snapshot, spread evenly."""
+    it; "where is X tested", gold the tests that use it. Names defined once in the snapshot (at `commit`, by
+    default the one eval/history_repos.py pins), spread evenly."""
     from coderag.nodes.file_roles import TESTS, file_role
     from coderag.queries.names import is_code_name, uses_name
     from coderag.queries.symbols import bare_symbol, chunk_defines
 
-    sha = HISTORY_REPOS[repo][0]
+    sha = commit or HISTORY_REPOS[repo][0]
 
     def record(kind_id: str, query: str, gold: list[dict[str, Any]]) -> dict[str, Any]:
         return {"id": f"history-{repo}:{kind_id}", "corpus": "history", "query": query, "gold": gold, "kind": "identifier",

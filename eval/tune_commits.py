@@ -11,6 +11,7 @@ run to a few minutes.
 
     python -m coderag.eval.tune_commits queries --mirror DIR --out tune_commits.jsonl  # snapshots: $CODERAG_HISTORY_DIR
     coderag eval --dataset tune_commits.jsonl --variants full                            # indexes them on first use
+    python -m coderag.eval.tune_commits names --out tune_names.jsonl                     # then: names of those indexed
 
 The same snapshots serve `query-core-repo` (eval/datasets): `python -m coderag.eval.tune_commits snapshots
 --mirror DIR [--out DIR]` makes them alone.
@@ -63,6 +64,24 @@ def tune_commits(mirror: Path, snapshots: Path, repos: dict[str, str] = TUNE_COM
     return out
 
 
+def tune_names(snapshots: Path, repos: dict[str, str] = TUNE_COMMIT_REPOS) -> list[dict]:
+    """Name queries (eval/index_queries.py `name_queries`, as the training repositories' are mined) of each
+    project's snapshot that is indexed: to choose, on tune data, how a query that names code is ranked."""
+    from coderag.base.paths import INDEX_DIR_NAME
+    from coderag.eval.index_queries import name_queries
+
+    out: list[dict] = []
+    for repo, commit in repos.items():
+        snap = snapshots / snapshot_name(repo, commit)
+        if not (snap / INDEX_DIR_NAME).is_dir():
+            print(f"{repo} @ {commit[:12]}: not indexed, skipped", file=sys.stderr)
+            continue
+        found = name_queries(snap, repo, "tune", commit=commit)
+        print(f"{repo} @ {commit[:12]}: {len(found)} name queries", file=sys.stderr)
+        out += found
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     history = SNAPSHOTS["history"]  # where `coderag eval` looks for the snapshots of these queries
     p = argparse.ArgumentParser(prog="python -m coderag.eval.tune_commits", description=__doc__.split("\n\n")[0])
@@ -71,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--mirror", type=Path, required=True, help="folder of <owner>+<name>/repo bare git dirs")
     q.add_argument("--snapshots", type=Path, default=None, help=f"where the snapshots go (default: ${history.env})")
     q.add_argument("--out", type=Path, required=True, help="the queries, one JSON object a line")
+    n = sub.add_parser("names", help="name queries of the snapshots already indexed (by `coderag eval` of the queries)")
+    n.add_argument("--snapshots", type=Path, default=None, help=f"where the snapshots are (default: ${history.env})")
+    n.add_argument("--out", type=Path, required=True, help="the queries, one JSON object a line")
     s = sub.add_parser("snapshots", help="only the snapshots")
     s.add_argument("--mirror", type=Path, required=True, help="folder of <owner>+<name>/repo bare git dirs")
     s.add_argument("--out", type=Path, default=None, help=f"where the snapshots go (default: ${history.env})")
@@ -79,6 +101,15 @@ def main(argv: list[str] | None = None) -> int:
         folder = a.out or history.folder()
         for repo, commit in TUNE_COMMIT_REPOS.items():
             print(snapshot_of(a.mirror, folder, repo, commit)[1])
+        return 0
+    if a.cmd == "names":
+        records = tune_names(a.snapshots or history.folder())
+        if not records:
+            print(f"error: no indexed tune snapshot in {a.snapshots or history.folder()}; run `coderag eval --dataset "
+                  f"<the queries>` first, which indexes them.", file=sys.stderr)
+            return 2
+        a.out.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        print(f"{a.out}: {len(records)} queries", file=sys.stderr)
         return 0
     records = tune_commits(a.mirror, a.snapshots or history.folder())
     a.out.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")

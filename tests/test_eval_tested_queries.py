@@ -75,3 +75,13 @@ def test_docstring_queries_ask_for_source_definitions_never_for_a_test(shop: Pat
     assert [q["query"] for q in found] == ["The discount a promotion code gives on a cart's total."]
     assert found[0]["gold"] == [{"file_path": "src/shop/cart.py", "start_line": 1, "end_line": 9}]
     assert found[0]["kind"] == "docstring" and found[0]["split"] == "train"
+
+
+def test_name_queries_of_a_snapshot_no_history_repository_pins(shop: Path) -> None:
+    # The tune projects' snapshots (eval/tune_commits.py `names`) are pinned there, not in eval/history_repos.py.
+    from coderag.eval.index_queries import name_queries
+
+    found = name_queries(shop, "acme/shop", "tune", commit="1" * 40)
+    assert found and {(q["repo"], q["commit"], q["split"], q["kind"]) for q in found} == {
+        ("acme/shop", "1" * 40, "tune", "identifier")}
+    assert any(q["gold"][0]["file_path"] == "src/shop/cart.py" for q in found)
