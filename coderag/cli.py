@@ -119,7 +119,7 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
     if getattr(s, "started_over", False):  # an owner's summary (a dict) may come from an older coderag
         why = getattr(s, "rebuild_reason", None) or ("the index had been built with other model or chunking "
                                                      "settings (an upgrade of coderag, a changed setting)")
-        click.echo(f"  rebuilt: {why}; the vectors of unchanged chunks were reused")
+        click.echo(f"  rebuilt: {why}" + ("; the vectors of unchanged chunks were reused" if s.cached else ""))
     if s.upgraded:
         click.echo("  upgraded from an older coderag: " + ", ".join(f"{v} {k}" for k, v in s.upgraded.items()))
     notes = getattr(s, "notes", {})  # an owner's summary (a dict) may come from an older coderag

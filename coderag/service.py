@@ -104,6 +104,7 @@ class IndexService(OwnerBuild, OwnerChanges):
     def start(self) -> "IndexService":
         from coderag.base.lock import WriterLock
         from coderag.pipelines.code_index import CodeIndex  # LlamaIndex: imported before the lock is taken
+        from coderag.pipelines.fingerprint import CHANGED, MODEL_FILES_CHANGED
         from coderag.pipelines.index_repository import before_reading, servable_while_rebuilt, start_over_if_stale
 
         setup_logging(self.index_dir)
@@ -115,13 +116,14 @@ class IndexService(OwnerBuild, OwnerChanges):
             if self.serve:
                 self._bind()
             with private_umask():  # a new index.db and shard are created 0600
-                before_reading(self.index_dir, self.settings)  # a swap stopped half way ends, a moved model is kept
+                model = before_reading(self.index_dir, self.settings)  # a half-done swap ends, a moved model is kept
                 # An index of other settings is answered from, as it was built, while a build beside it runs;
                 # with nobody to run that build (no background), or where none can run, it starts over here.
                 as_built = servable_while_rebuilt(self.index_dir, self.settings) if self.background else None
                 if as_built is None and start_over_if_stale(self.index_dir, self.settings):
-                    log.warning("the index was built with other model or chunking settings: rebuilding it")
-                    self.progress["rebuild"] = STALE
+                    why = MODEL_FILES_CHANGED if model == CHANGED else STALE
+                    log.warning("%s: rebuilding the index", why)
+                    self.progress["rebuild"] = why
                 self.index = CodeIndex.open(self.root, settings=as_built or self.settings, create=True, lock=lock)
         except BaseException:
             self._unbind()

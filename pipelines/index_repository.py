@@ -31,7 +31,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     from coderag.base.errors import ConfigError
     from coderag.store.previous_cache import forget, set_aside
     from coderag.pipelines.changes import detect_changes
-    from coderag.pipelines.fingerprint import check_fingerprint, fingerprint
+    from coderag.pipelines.fingerprint import CHANGED, MODEL_FILES_CHANGED, check_fingerprint, fingerprint
     from coderag.pipelines.ingestion import IndexSummary
     from coderag.pipelines.migrations import upgrade_index
     from coderag.pipelines.skip_report import skip_report
@@ -45,7 +45,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     lock = take_writer_lock(idx, wait)  # a background owner hands the index over (coderag/base/handover.py)
     progress = _said_in(lock, progress)
     try:
-        before_reading(idx, settings)
+        model = before_reading(idx, settings)
         if rebuild:
             set_aside(idx)  # its embedding cache serves the rebuild: unchanged chunks are not embedded again
         started_over = not rebuild and start_over_if_stale(idx, settings)
@@ -67,6 +67,8 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         with index:
             s = index.refresh(progress=progress)
             s.started_over = started_over
+            if started_over and model == CHANGED:
+                s.rebuild_reason = MODEL_FILES_CHANGED
             if s.chunks >= settings.store.hnsw_min_chunks:
                 index.optimize(progress)
             s.upgraded = {**index.upgraded_on_open,
@@ -104,17 +106,17 @@ def _said_in(lock, progress):
     return call
 
 
-def before_reading(idx: Path, settings: Settings) -> None:
+def before_reading(idx: Path, settings: Settings) -> str | None:
     """For whoever has just taken the writer lock of index folder `idx`, before it reads the index (whether it
     is stale, what it holds): a rebuild beside it stopped half way is finished or deleted (store/beside.py
     `settle`), a model the index knows, found in another folder, is adopted, and one whose files changed in
-    its folder makes the index stale (fingerprint.py `reconcile_model`). `coderag index`, an owner's start,
-    `CodeIndex.open` and the eval call it."""
+    its folder makes the index stale (fingerprint.py `reconcile_model`, whose outcome it returns). `coderag
+    index`, an owner's start, `CodeIndex.open` and the eval call it."""
     from coderag.pipelines.fingerprint import reconcile_model
     from coderag.store.beside import settle
 
     settle(idx)
-    reconcile_model(idx, settings)
+    return reconcile_model(idx, settings)
 
 
 def start_over_if_stale(idx: Path, settings: Settings) -> bool:

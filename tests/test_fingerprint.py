@@ -141,6 +141,7 @@ def test_a_model_whose_files_changed_in_its_folder_builds_the_index_again(tmp_pa
 
     from conftest import TINY_FILES, write_files
     from coderag import index_repository
+    from coderag.pipelines.fingerprint import MODEL_FILES_CHANGED
 
     root = write_files(tmp_path / "repo", TINY_FILES)
     settings = _model_copy(tmp_path / "venv" / "model")
@@ -153,7 +154,8 @@ def test_a_model_whose_files_changed_in_its_folder_builds_the_index_again(tmp_pa
 
     config.write_text(config.read_text().replace("{", "{\n  \"note\": \"fine-tuned again\",", 1))
     again = index_repository(root, settings=settings)
-    assert again.started_over and again.embedded == first.embedded
+    assert again.started_over and again.embedded == first.embedded and again.cached == 0
+    assert again.rebuild_reason == MODEL_FILES_CHANGED
     assert index_repository(root, settings=settings).embedded == 0  # and it is current from then on
 
 
