@@ -71,11 +71,12 @@ def _follow(client, progress: Callable[[str, int, int], None]) -> dict:
 
 
 def status_lines(root: Path, owner_pid: Optional[int], built_with: Optional[str],
-                 built_model_id: Optional[str] = None) -> list[str]:
+                 built_model_id: Optional[str] = None, built_model_files: Optional[str] = None) -> list[str]:
     """`coderag status` lines on the settings and the build: the owner's own account when one runs (its
     build phase, what it did with an edited settings file), else a comparison of the settings file with
     `built_with`, the fingerprint of the index (and `built_model_id`, its model's digest: the same model
-    moved is no change)."""
+    moved is no change; `built_model_files`, its files' names, sizes and times: other bytes in the same folder
+    are another model)."""
     from coderag.base.build_clock import worded
     from coderag.client import owner_client
     from coderag.base.config import load_settings
@@ -100,9 +101,13 @@ def status_lines(root: Path, owner_pid: Optional[int], built_with: Optional[str]
         settings = load_settings(root)
     except ConfigError as exc:
         return [f"settings:    invalid, the next command refuses them: {exc}"]
-    from coderag.pipelines.fingerprint import fingerprint, moved_model
+    from coderag.pipelines.fingerprint import fingerprint, model_changed, moved_model
 
-    if built_with and built_with != fingerprint(settings) and not moved_model(built_with, built_model_id, settings):
+    current = fingerprint(settings)
+    if built_with and built_with != current and not moved_model(built_with, built_model_id, settings):
         return ['settings:    the model or chunking changed since the index was built: the next "coderag index" '
                 "(or the owner the next search starts) builds it again, reusing the vectors of unchanged chunks"]
+    if built_with == current and model_changed(settings.model_dir(), built_model_id, built_model_files):
+        return [f"model:       its files changed in {settings.model_dir()} since the index was built: the next "
+                '"coderag index" (or the owner the next search starts) builds it again, embedding every chunk']
     return []

@@ -50,7 +50,7 @@ def status_command(path: Path) -> None:
     from coderag.base.lock import WriterLock
     from coderag.base.paths import DB_NAME, LOCK_NAME, index_dir, tighten_index
     from coderag.pipelines.changes import detect_changes
-    from coderag.pipelines.fingerprint import MODEL_ID_KEY
+    from coderag.pipelines.fingerprint import MODEL_FILES_KEY, MODEL_ID_KEY
     from coderag.pipelines.skip_report import skip_report
     from coderag.store.state import SEARCHABLE, IndexState
 
@@ -66,6 +66,7 @@ def status_command(path: Path) -> None:
         notes = state.note_counts()
         built_with = state.get_meta("fingerprint")
         built_model_id = state.get_meta(MODEL_ID_KEY)
+        built_model_files = state.get_meta(MODEL_FILES_KEY)
         fp = json.loads(built_with or "{}")
         last = state.get_meta("last_update") or "never"
     finally:
@@ -95,7 +96,7 @@ def status_command(path: Path) -> None:
         click.echo(f"owner:       pid {pid} (searches and updates go through it{other})")
     from coderag.cli_owner import status_lines
 
-    for line in status_lines(root, pid, built_with, built_model_id):  # the owner's build and settings, or a settings change
+    for line in status_lines(root, pid, built_with, built_model_id, built_model_files):  # the owner's build and settings, or a settings change
         click.echo(line)
     if writer is not None:  # a `coderag index` (or a notebook) at work: what it says it is doing
         click.echo(f"writer:      {writer}")

@@ -143,22 +143,16 @@ def moved_model(built_with: Optional[str], built_model_id: Optional[str], settin
     return Path(old.get("model", "")).parts[-2:] == BUNDLED_MODEL_TAIL == Path(new["model"]).parts[-2:]
 
 
-def _changed_in_place(state: IndexState, fp: str) -> bool:
-    """Whether the model folder of fingerprint `fp`, the one the index was built with, now holds other files
-    than its vectors were made with (a model fine-tuned again into the same folder, a package that ships other
-    weights under the same path). Its files' sizes and times are compared first; the bytes are read again only
-    when those changed, and files touched but the same bytes are stamped anew."""
-    built_id = state.get_meta(MODEL_ID_KEY)
-    folder = json.loads(fp)["model"]
-    if built_id is None or state.get_meta(MODEL_FILES_KEY) == _files_stamp(folder):
+def model_changed(folder: str | Path, built_id: Optional[str], built_files: Optional[str]) -> bool:
+    """Whether model folder `folder`, the one an index was built with, now holds other files than its vectors were
+    made with (`built_id`, their digest; `built_files`, their names, sizes and times): a model fine-tuned again
+    into the same folder, a package that ships other weights under the same path. The sizes and times are
+    compared first; the bytes are read again only when those changed. False where nothing is known to compare
+    with, or the folder cannot be read (loading the model says so)."""
+    if built_id is None or built_files == _files_stamp(folder):
         return False
     now = model_id(folder)
-    if now is None:  # the folder cannot be read: loading the model will say so
-        return False
-    if now == built_id:
-        state.set_meta(MODEL_FILES_KEY, _files_stamp(folder) or "")
-        return False
-    return True
+    return now is not None and now != built_id
 
 
 def reconcile_model(idx: Path, settings: Settings) -> Optional[str]:
@@ -187,12 +181,15 @@ def reconcile_model(idx: Path, settings: Settings) -> Optional[str]:
             stamp_model(state, current)
         elif stored == current and state.get_meta(MODEL_ID_KEY) is None:
             stamp_model(state, current)
-        elif stored == current and _changed_in_place(state, current):
+        elif stored == current and model_changed(settings.model_dir(), state.get_meta(MODEL_ID_KEY),
+                                                 state.get_meta(MODEL_FILES_KEY)):
             outcome = CHANGED
             built = json.loads(current)
             built["model"] = f"{built['model']}{CHANGED_MARK}"
             state.set_meta("fingerprint", json.dumps(built, sort_keys=True))
             state.forget_cached_vectors()
+        elif stored == current and state.get_meta(MODEL_FILES_KEY) != _files_stamp(settings.model_dir()):
+            stamp_model(state, current)  # its files touched, or copied again: the same bytes
         state.commit()
     finally:
         state.close()

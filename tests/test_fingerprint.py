@@ -137,9 +137,11 @@ def test_a_model_whose_files_changed_in_its_folder_builds_the_index_again(tmp_pa
     the fingerprint names the same folder, but the vectors are of the files that were there. The next writer
     builds the index again, embedding every chunk (none from the cache, whatever keyed it); files only touched
     keep it."""
+    import json
     import os
+    import subprocess
 
-    from conftest import TINY_FILES, write_files
+    from conftest import CODERAG, TINY_FILES, server_env, write_files
     from coderag import index_repository
     from coderag.pipelines.fingerprint import MODEL_FILES_CHANGED
 
@@ -153,6 +155,11 @@ def test_a_model_whose_files_changed_in_its_folder_builds_the_index_again(tmp_pa
     assert not touched.started_over and touched.embedded == 0 and touched.unchanged == len(TINY_FILES)
 
     config.write_text(config.read_text().replace("{", "{\n  \"note\": \"fine-tuned again\",", 1))
+    config_file = tmp_path / "coderag.yaml"  # outside the repository: not a file of it to index
+    config_file.write_text(json.dumps({"embedding": {"model_path": settings.embedding.model_path}}))
+    status = subprocess.run([CODERAG, "status", str(root)], capture_output=True, text=True, timeout=120,
+                            env={**server_env(), "CODERAG_CONFIG": str(config_file)}).stdout
+    assert "its files changed" in status and "embedding every chunk" in status, status
     again = index_repository(root, settings=settings)
     assert again.started_over and again.embedded == first.embedded and again.cached == 0
     assert again.rebuild_reason == MODEL_FILES_CHANGED
