@@ -1,4 +1,5 @@
-"""Index state in one SQLite file: file manifest, node docstore (KV), chunk-hash embedding cache, dedup table.
+"""Index state in one SQLite file: file manifest, node docstore (KV), chunk-hash embedding cache, dedup table
+(the docstore's and the cache's rows: state_tables.py).
 
 Everything a batch of files changes is committed in one transaction, after its vectors are in the
 shard, so a killed run leaves each file either fully old or fully new, and the next run finishes it.
@@ -7,12 +8,13 @@ Stdlib only: `coderag status` and no-change runs open it without LlamaIndex.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Optional
+
+from coderag.store.state_tables import DocstoreTable, EmbeddingCacheTable, locked
 
 SCHEMA_VERSION = "1"
 STATUS_INDEXED = "indexed"
@@ -63,15 +65,7 @@ class FileRecord:
     n_leaves: int
 
 
-def _locked(fn):
-    def wrapper(self, *args, **kwargs):
-        with self.lock:
-            return fn(self, *args, **kwargs)
-    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
-    return wrapper
-
-
-class IndexState:
+class IndexState(EmbeddingCacheTable, DocstoreTable):
     """The SQLite side of an index. Writes are buffered in a transaction until `commit()`.
 
     One connection serves every thread of a resident process; each method holds the instance lock.
@@ -104,7 +98,7 @@ class IndexState:
             part = values[i:i + _IN_BATCH]
             yield from self.conn.execute(sql.format(marks=",".join("?" * len(part))), [*params, *part])
 
-    @_locked
+    @locked
     def commit(self) -> None:
         with self.lock:
             try:
@@ -113,7 +107,7 @@ class IndexState:
                 self._manifest = None  # SQLite may have rolled back: read the rows again
                 raise
 
-    @_locked
+    @locked
     def close(self) -> None:
         """Close; anything not committed is rolled back (a failed batch leaves no half-written file)."""
         self._manifest = None
@@ -121,17 +115,17 @@ class IndexState:
         self.conn.close()
 
     # -- meta --
-    @_locked
+    @locked
     def get_meta(self, key: str) -> Optional[str]:
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return row[0] if row else None
 
-    @_locked
+    @locked
     def set_meta(self, key: str, value: str) -> None:
         self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     # -- manifest --
-    @_locked
+    @locked
     def reload(self) -> None:
         """Forget the manifest held in memory, for a caller that changed the tables by other means (SQL on
         `conn`); the next lookup reads them again."""
@@ -145,7 +139,7 @@ class IndexState:
             self._manifest = manifest if len(manifest) <= MANIFEST_CACHE_MAX else False
         return self._manifest if isinstance(self._manifest, dict) else None
 
-    @_locked
+    @locked
     def files(self) -> dict[str, FileRecord]:
         manifest = self._cached_manifest()
         if manifest is not None:
@@ -153,7 +147,7 @@ class IndexState:
         rows = self.conn.execute(f"SELECT {_FILE_COLUMNS} FROM files")
         return {r[0]: FileRecord(*r) for r in rows}
 
-    @_locked
+    @locked
     def file(self, path: str) -> Optional[FileRecord]:
         manifest = self._cached_manifest()
         if manifest is not None:
@@ -161,7 +155,7 @@ class IndexState:
         r = self.conn.execute(f"SELECT {_FILE_COLUMNS} FROM files WHERE path=?", (path,)).fetchone()
         return FileRecord(*r) if r else None
 
-    @_locked
+    @locked
     def files_of(self, paths: Iterable[str]) -> dict[str, FileRecord]:
         """Manifest rows of these paths (from memory, or one query; a search checks every file it answers
         from)."""
@@ -171,7 +165,7 @@ class IndexState:
         rows = self._rows_in(f"SELECT {_FILE_COLUMNS} FROM files WHERE path IN ({{marks}})", paths)
         return {r[0]: FileRecord(*r) for r in rows}
 
-    @_locked
+    @locked
     def put_file(self, rec: FileRecord) -> None:
         self.conn.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?)",
                           (rec.path, rec.size, rec.mtime_ns, rec.sha256, rec.language, rec.status, rec.n_nodes,
@@ -181,7 +175,7 @@ class IndexState:
             if len(self._manifest) > MANIFEST_CACHE_MAX:
                 self._manifest = False
 
-    @_locked
+    @locked
     def delete_file(self, path: str, keep_record: bool = False) -> None:
         """Forget a file's chunks, and its manifest row unless `keep_record` (a file being re-indexed keeps
         the row of what its searchable points say until the new one is written)."""
@@ -193,7 +187,7 @@ class IndexState:
                 self._manifest.pop(path, None)
         self.conn.execute("DELETE FROM chunks WHERE file_path=?", (path,))
 
-    @_locked
+    @locked
     def mark_dirty(self, paths: Iterable[str]) -> None:
         """Make the next run re-index these files even though their content did not change."""
         paths = list(paths)
@@ -205,26 +199,26 @@ class IndexState:
                     self._manifest[p] = replace(rec, status=STATUS_DIRTY)
 
     # -- files whose vectors may be in the shard without a committed manifest entry --
-    @_locked
+    @locked
     def add_inflight(self, paths: Iterable[str]) -> None:
         self.conn.executemany("INSERT OR IGNORE INTO inflight VALUES (?)", [(p,) for p in paths])
 
-    @_locked
+    @locked
     def clear_inflight(self, paths: Iterable[str]) -> None:
         self.conn.executemany("DELETE FROM inflight WHERE path=?", [(p,) for p in paths])
 
-    @_locked
+    @locked
     def inflight(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT path FROM inflight ORDER BY path")]
 
-    @_locked
+    @locked
     def has_searchable_file(self) -> bool:
         """Whether any file's chunks are committed (a first build has written its first batch)."""
         marks = ",".join("?" * len(SEARCHABLE))
         row = self.conn.execute(f"SELECT 1 FROM files WHERE status IN ({marks}) LIMIT 1", SEARCHABLE).fetchone()
         return row is not None
 
-    @_locked
+    @locked
     def counts(self) -> dict[str, int]:
         q = self.conn.execute
         return {
@@ -236,7 +230,7 @@ class IndexState:
             "duplicates": q("SELECT COUNT(*) FROM chunks WHERE duplicate_of IS NOT NULL").fetchone()[0],
         }
 
-    @_locked
+    @locked
     def skip_counts(self) -> dict[str, int]:
         """Files read and left out of the index, by reason (their manifest status: secret, data, binary, ...).
         Files the walk never opens (secrets and data by name, symlinks) have no row: the walk counts them."""
@@ -245,7 +239,7 @@ class IndexState:
                                  (*SEARCHABLE, STATUS_DIRTY))
         return dict(rows.fetchall())
 
-    @_locked
+    @locked
     def skipped_files(self) -> list[tuple[str, str]]:
         """(path, reason) of each file that skip_counts counts, by path."""
         marks = ",".join("?" * (len(SEARCHABLE) + 1))
@@ -254,18 +248,18 @@ class IndexState:
         return [(path, status) for path, status in rows]
 
     # -- notes: what decoding did to an indexed file's text (nodes/file_text.py: a token masked, bad bytes) --
-    @_locked
+    @locked
     def put_notes(self, path: str, notes: Iterable[tuple[str, str]]) -> None:
         """Replace the notes of `path` (none: it was indexed as it is, or not indexed)."""
         self.conn.execute("DELETE FROM notes WHERE path=?", (path,))
         self.conn.executemany("INSERT OR REPLACE INTO notes VALUES (?, ?, ?)", [(path, n, d) for n, d in notes])
 
-    @_locked
+    @locked
     def noted(self, note: str) -> set[str]:
         """The files that carry `note`."""
         return {r[0] for r in self.conn.execute("SELECT path FROM notes WHERE note=?", (note,))}
 
-    @_locked
+    @locked
     def note_counts(self) -> dict[str, int]:
         """Indexed files by note ("secret masked": 2, ...). An index written before notes existed has none."""
         marks = ",".join("?" * (len(SEARCHABLE) + 1))
@@ -276,50 +270,21 @@ class IndexState:
         except sqlite3.OperationalError:  # no such table: opened read-only, never written by this coderag
             return {}
 
-    # -- embedding cache: sha256(model + embedded text) -> float32 vector --
-    @_locked
-    def cached_vectors(self, keys: list[str]) -> dict[str, bytes]:
-        return dict(self._rows_in("SELECT key, vector FROM embed_cache WHERE key IN ({marks})", keys))
-
-    @_locked
-    def cache_vectors(self, items: Iterable[tuple[str, bytes]]) -> None:
-        self.conn.executemany("INSERT OR REPLACE INTO embed_cache VALUES (?, ?)", items)
-
-    @_locked
-    def forget_cached_vectors(self) -> None:
-        """Drop every cached vector: the model they were made with is no longer the one the index is built with."""
-        self.conn.execute("DELETE FROM embed_cache")
-
-    @_locked
-    def seed_cache(self, other_db: str | Path) -> int:
-        """Copy the embedding cache of another index's database into this one (keys already here are kept);
-        returns how many vectors were added. Keys hash the model with the text, so vectors of another model
-        are never reused. The eval seeds each snapshot of a repository from its siblings, which share most
-        chunks."""
-        before = self.conn.execute("SELECT COUNT(*) FROM embed_cache").fetchone()[0]
-        self.conn.execute("ATTACH DATABASE ? AS seed", (str(Path(other_db).resolve()),))  # only read
-        try:
-            self.conn.execute("INSERT OR IGNORE INTO embed_cache SELECT key, vector FROM seed.embed_cache")
-            self.conn.commit()
-        finally:
-            self.conn.execute("DETACH DATABASE seed")
-        return self.conn.execute("SELECT COUNT(*) FROM embed_cache").fetchone()[0] - before
-
     # -- dedup table --
-    @_locked
+    @locked
     def copies(self, chunk_hash: str) -> tuple[int, Optional[str]]:
         """(how many indexed copies of this content exist, the canonical node id)."""
         row = self.conn.execute("SELECT COUNT(*), MIN(CASE WHEN duplicate_of IS NULL THEN node_id END) FROM chunks "
                                 "WHERE hash=? AND duplicate_of IS NULL", (chunk_hash,)).fetchone()
         return row[0], row[1]
 
-    @_locked
+    @locked
     def add_chunk(self, node_id: str, chunk_hash: str, file_path: str, start: int, end: int,
                   duplicate_of: Optional[str]) -> None:
         self.conn.execute("INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?)",
                           (node_id, chunk_hash, file_path, start, end, duplicate_of))
 
-    @_locked
+    @locked
     def dependents(self, file_path: str) -> set[str]:
         """Files whose chunks are recorded as duplicates of a chunk in `file_path`."""
         rows = self.conn.execute(
@@ -327,7 +292,7 @@ class IndexState:
             "WHERE c.file_path=? AND d.file_path!=?", (file_path, file_path))
         return {r[0] for r in rows}
 
-    @_locked
+    @locked
     def other_locations_of(self, node_ids: Iterable[str]) -> dict[str, list[tuple[str, int, int]]]:
         """Where the copies of these chunks are (file, start, end), by the node id of the chunk kept: one query;
         nodes without copies are left out."""
@@ -339,25 +304,25 @@ class IndexState:
         return out
 
     # -- token counts of each file's lines (postprocessors/line_tokens.py), tied to the content's sha256 --
-    @_locked
+    @locked
     def put_line_tokens(self, path: str, sha256: str, encoding: str, counts: bytes) -> None:
         self.conn.execute("INSERT OR REPLACE INTO line_tokens VALUES (?, ?, ?, ?)", (path, sha256, encoding, counts))
 
-    @_locked
+    @locked
     def line_tokens_of(self, paths: Iterable[str], encoding: str) -> dict[str, tuple[str, bytes]]:
         """path -> (sha256 of the content they were counted from, counts) for those of `paths` that have them."""
         rows = self._rows_in("SELECT path, sha256, counts FROM line_tokens WHERE encoding = ? AND path IN ({marks})",
                              paths, (encoding,))
         return {path: (sha, blob) for path, sha, blob in rows}
 
-    @_locked
+    @locked
     def current_line_tokens(self, encoding: str, limit: int) -> list[tuple[str, str, bytes]]:
         """(path, sha256, counts) of up to `limit` files whose counts match the manifest (to preload them)."""
         rows = self.conn.execute("SELECT l.path, l.sha256, l.counts FROM line_tokens l JOIN files f ON f.path = l.path "
                                  "AND f.sha256 = l.sha256 WHERE l.encoding = ? LIMIT ?", (encoding, limit))
         return [tuple(r) for r in rows]
 
-    @_locked
+    @locked
     def without_line_tokens(self, encoding: str) -> list[tuple[str, str]]:
         """(path, sha256) of searchable files whose line counts are missing or out of date."""
         rows = self.conn.execute(
@@ -365,40 +330,3 @@ class IndexState:
             f"l.sha256 = f.sha256 AND l.encoding = ? WHERE f.status IN ({','.join('?' * len(SEARCHABLE))}) "
             "AND f.sha256 IS NOT NULL AND l.path IS NULL ORDER BY f.path", [encoding, *SEARCHABLE])
         return [tuple(r) for r in rows]
-
-    # -- raw KV for the docstore --
-    @_locked
-    def kv_put_many(self, collection: str, items: list[tuple[str, dict]]) -> None:
-        self.conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)",
-                              [(collection, k, json.dumps(v, ensure_ascii=False)) for k, v in items])
-
-    @_locked
-    def kv_get(self, collection: str, key: str) -> Optional[dict]:
-        row = self.conn.execute("SELECT value FROM kv WHERE collection=? AND key=?", (collection, key)).fetchone()
-        return json.loads(row[0]) if row else None
-
-    @_locked
-    def kv_get_all(self, collection: str) -> dict[str, dict]:
-        rows = self.conn.execute("SELECT key, value FROM kv WHERE collection=?", (collection,))
-        return {k: json.loads(v) for k, v in rows}
-
-    def kv_items(self, collection: str, page: int = 1000) -> Iterator[tuple[str, dict]]:
-        """Every (key, value) of a collection in key order, read `page` rows at a time: a docstore of
-        ~100k nodes streams in bounded memory, where `kv_get_all` would hold it all. Each page is read
-        under the lock; rows written meanwhile after the last key read are seen."""
-        last, op = "", ">="  # the first page from the smallest key on, then after the last key read
-        while True:
-            with self.lock:  # a range on the primary key: each page is an index seek, not a scan from the start
-                rows = self.conn.execute(f"SELECT key, value FROM kv WHERE collection=? AND key {op} ? ORDER BY key "
-                                         "LIMIT ?", (collection, last, page)).fetchall()
-            op = ">"
-            for key, value in rows:
-                yield key, json.loads(value)
-            if len(rows) < page:
-                return
-            last = rows[-1][0]
-
-    @_locked
-    def kv_delete(self, collection: str, key: str) -> bool:
-        cur = self.conn.execute("DELETE FROM kv WHERE collection=? AND key=?", (collection, key))
-        return cur.rowcount > 0
