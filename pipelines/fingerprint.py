@@ -181,15 +181,17 @@ def reconcile_model(idx: Path, settings: Settings) -> Optional[str]:
             stamp_model(state, current)
         elif stored == current and state.get_meta(MODEL_ID_KEY) is None:
             stamp_model(state, current)
-        elif stored == current and model_changed(settings.model_dir(), state.get_meta(MODEL_ID_KEY),
-                                                 state.get_meta(MODEL_FILES_KEY)):
-            outcome = CHANGED
-            built = json.loads(current)
-            built["model"] = f"{built['model']}{CHANGED_MARK}"
-            state.set_meta("fingerprint", json.dumps(built, sort_keys=True))
-            state.forget_cached_vectors()
         elif stored == current and state.get_meta(MODEL_FILES_KEY) != _files_stamp(settings.model_dir()):
-            stamp_model(state, current)  # its files touched, or copied again: the same bytes
+            # Its files were written since the digest was read (a few stats tell): other bytes are another model,
+            # the same bytes (files touched, copied again) keep the index.
+            if model_changed(settings.model_dir(), state.get_meta(MODEL_ID_KEY), state.get_meta(MODEL_FILES_KEY)):
+                outcome = CHANGED
+                built = json.loads(current)
+                built["model"] = f"{built['model']}{CHANGED_MARK}"
+                state.set_meta("fingerprint", json.dumps(built, sort_keys=True))
+                state.forget_cached_vectors()
+            else:
+                stamp_model(state, current)
         state.commit()
     finally:
         state.close()
