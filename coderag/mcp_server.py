@@ -14,7 +14,7 @@ from pydantic import Field, ValidationError
 from coderag.base.errors import CodeRagError, error_text
 from coderag.mcp_args import ArgumentCheck
 from coderag.base.paths import LOG_NAME, index_dir
-from coderag.base.budget import DEFAULT_MAX_TOKENS, EXPAND_CONTEXT_LINES, MAX_TOKENS_LIMIT, MIN_TOKENS
+from coderag.base.budget import DEFAULT_MAX_TOKENS, EXPAND_CONTEXT_LINES, MAX_CONTEXT_LINES, MAX_TOKENS_LIMIT, MIN_TOKENS
 
 log = logging.getLogger("coderag.mcp")
 SERVER_NAME = "coderag"
@@ -146,7 +146,7 @@ def build_server(root: "str | Path" = ".", settings=None, wait: Optional[float] 
     def expand_result(
         id: Annotated[str, Field(min_length=1, description="Result id from search_code, or 'path:START-END'.")],
         ctx: Context,
-        context_lines: Annotated[int, Field(ge=0, le=500, description="Lines before and after when there is no enclosing definition.")] = EXPAND_CONTEXT_LINES,
+        context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES, description="Lines before and after when there is no enclosing definition.")] = EXPAND_CONTEXT_LINES,
         max_tokens: Annotated[int, Field(ge=MIN_TOKENS, le=MAX_TOKENS_LIMIT)] = DEFAULT_MAX_TOKENS,
     ) -> str:
         res = call(ctx, "expand", id=id, context_lines=context_lines, max_tokens=max_tokens)

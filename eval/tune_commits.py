@@ -108,10 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: no indexed tune snapshot in {a.snapshots or history.folder()}; run `coderag eval --dataset "
                   f"<the queries>` first, which indexes them.", file=sys.stderr)
             return 2
-        a.out.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-        print(f"{a.out}: {len(records)} queries", file=sys.stderr)
-        return 0
-    records = tune_commits(a.mirror, a.snapshots or history.folder())
+    else:
+        records = tune_commits(a.mirror, a.snapshots or history.folder())
     a.out.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     print(f"{a.out}: {len(records)} queries", file=sys.stderr)
     return 0

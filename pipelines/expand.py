@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from coderag.base.budget import DEFAULT_MAX_TOKENS, EXPAND_CONTEXT_LINES
+from coderag.base.budget import DEFAULT_MAX_TOKENS, EXPAND_CONTEXT_LINES, MAX_CONTEXT_LINES
 from coderag.nodes.keys import END_LINE_KEY, START_LINE_KEY, SYMBOL_KEY
 from coderag.nodes.safe_path import MISSING, readable_path
 from coderag.postprocessors.lines import LineSource
@@ -95,8 +95,8 @@ def expand_result(index, result_id: str, ref: Optional[dict], context_lines: int
                   max_tokens: int = DEFAULT_MAX_TOKENS) -> dict:
     """A SearchResults dict with one block: the parent of the result, else +-context_lines around it."""
 
-    if not 0 <= context_lines <= 500:
-        raise ValueError(f"context_lines must be between 0 and 500 (got {context_lines})")
+    if not 0 <= context_lines <= MAX_CONTEXT_LINES:
+        raise ValueError(f"context_lines must be between 0 and {MAX_CONTEXT_LINES} (got {context_lines})")
     ref = parse_ref(result_id, ref)
     path, start, end = ref["file_path"], int(ref["start_line"]), int(ref["end_line"])
     check_path(index, result_id, path)

@@ -9,3 +9,4 @@ DEFAULT_MAX_TOKENS = 4000
 MIN_TOKENS = 50  # bounds of a budget a caller names; outside them a request is refused in words
 MAX_TOKENS_LIMIT = 20_000
 EXPAND_CONTEXT_LINES = 20  # before and after a result that no definition encloses (expand_result)
+MAX_CONTEXT_LINES = 500  # the most a caller may ask for there
