@@ -117,8 +117,9 @@ def index(path: Path, rebuild: bool, verbose: bool, config: Path | None, wait: f
     click.echo(f"  chunks: {s.chunks} written ({s.embedded} embedded, {s.cached} from cache, "
                f"{s.duplicates} duplicates), {s.chunks_per_s:.1f} chunks/s")
     if getattr(s, "started_over", False):  # an owner's summary (a dict) may come from an older coderag
-        why = getattr(s, "rebuild_reason", None) or ("the index had been built with other model or chunking "
-                                                     "settings (an upgrade of coderag, a changed setting)")
+        from coderag.pipelines.fingerprint import SETTINGS_CHANGED
+
+        why = getattr(s, "rebuild_reason", None) or SETTINGS_CHANGED
         click.echo(f"  rebuilt: {why}" + ("; the vectors of unchanged chunks were reused" if s.cached else ""))
     if s.upgraded:
         click.echo("  upgraded from an older coderag: " + ", ".join(f"{v} {k}" for k, v in s.upgraded.items()))

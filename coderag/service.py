@@ -35,7 +35,6 @@ OWNER_FILE = "owner.json"
 OPEN_WAIT_S = 300.0  # a request that reaches an owner still opening its index waits this long for it
 RESULT_MEMORY = 2048
 STOP_JOIN_S = 30.0
-STALE = "the index had been built with other model or chunking settings"
 SCRUB = ("files the current secret rules leave out, or mask, were in the index: built again so that none of "
          "their bytes stay in its files")
 HOLD_WAIT_S = 10.0  # a swap waits this long at most for the requests under way (a search takes milliseconds)
@@ -104,7 +103,7 @@ class IndexService(OwnerBuild, OwnerChanges):
     def start(self) -> "IndexService":
         from coderag.base.lock import WriterLock
         from coderag.pipelines.code_index import CodeIndex  # LlamaIndex: imported before the lock is taken
-        from coderag.pipelines.fingerprint import CHANGED, MODEL_FILES_CHANGED
+        from coderag.pipelines.fingerprint import SETTINGS_CHANGED
         from coderag.pipelines.index_repository import before_reading, servable_while_rebuilt, start_over_if_stale
 
         setup_logging(self.index_dir)
@@ -120,8 +119,8 @@ class IndexService(OwnerBuild, OwnerChanges):
                 # An index of other settings is answered from, as it was built, while a build beside it runs;
                 # with nobody to run that build (no background), or where none can run, it starts over here.
                 as_built = servable_while_rebuilt(self.index_dir, self.settings) if self.background else None
-                if as_built is None and start_over_if_stale(self.index_dir, self.settings):
-                    why = MODEL_FILES_CHANGED if model == CHANGED else STALE
+                why = "" if as_built is not None else start_over_if_stale(self.index_dir, self.settings, model)
+                if why:
                     log.warning("%s: rebuilding the index", why)
                     self.progress["rebuild"] = why
                 self.index = CodeIndex.open(self.root, settings=as_built or self.settings, create=True, lock=lock)
@@ -137,7 +136,7 @@ class IndexService(OwnerBuild, OwnerChanges):
         counts = self.index.state.counts()
         self.dense_ready = self.index.state.get_meta("fingerprint") is not None and counts["pending_dense"] == 0
         if self.background and as_built is not None:
-            self.start_over(STALE)
+            self.start_over(SETTINGS_CHANGED)
         elif self.background and self._holds_dropped_bytes():
             self.start_over(SCRUB)
         elif self.background:

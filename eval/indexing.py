@@ -56,8 +56,8 @@ def prepare_index(root: Path, settings: Settings, dense: bool, progress: Optiona
         # An eval scores the code as it is: an index of other chunking would score other chunks. It is set
         # aside and built again from the vectors it had (most chunks are made again as they were). The same
         # model in another folder (a virtualenv made again) is no reason to.
-        before_reading(idx, settings)
-        rebuilt = rebuild_stale and start_over_if_stale(idx, settings)
+        model = before_reading(idx, settings)
+        rebuilt = rebuild_stale and bool(start_over_if_stale(idx, settings, model))
         if not rebuild_stale:
             state = IndexState(idx / DB_NAME)
             try:

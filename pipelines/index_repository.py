@@ -31,7 +31,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
     from coderag.base.errors import ConfigError
     from coderag.store.previous_cache import forget, set_aside
     from coderag.pipelines.changes import detect_changes
-    from coderag.pipelines.fingerprint import CHANGED, MODEL_FILES_CHANGED, check_fingerprint, fingerprint
+    from coderag.pipelines.fingerprint import check_fingerprint, fingerprint
     from coderag.pipelines.ingestion import IndexSummary
     from coderag.pipelines.migrations import upgrade_index
     from coderag.pipelines.skip_report import skip_report
@@ -48,7 +48,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         model = before_reading(idx, settings)
         if rebuild:
             set_aside(idx)  # its embedding cache serves the rebuild: unchanged chunks are not embedded again
-        started_over = not rebuild and start_over_if_stale(idx, settings)
+        why = "" if rebuild else start_over_if_stale(idx, settings, model)
         state = IndexState(idx / DB_NAME)
         try:
             check_fingerprint(state, fingerprint(settings), root)
@@ -66,9 +66,7 @@ def index_repository(root: str | Path, settings: Settings | None = None, rebuild
         index, lock = CodeIndex.open(root, settings=settings, lock=lock), None  # the index releases it
         with index:
             s = index.refresh(progress=progress)
-            s.started_over = started_over
-            if started_over and model == CHANGED:
-                s.rebuild_reason = MODEL_FILES_CHANGED
+            s.started_over, s.rebuild_reason = bool(why), why
             if s.chunks >= settings.store.hnsw_min_chunks:
                 index.optimize(progress)
             s.upgraded = {**index.upgraded_on_open,
@@ -119,25 +117,28 @@ def before_reading(idx: Path, settings: Settings) -> str | None:
     return reconcile_model(idx, settings)
 
 
-def start_over_if_stale(idx: Path, settings: Settings) -> bool:
+def start_over_if_stale(idx: Path, settings: Settings, model: str | None) -> str:
     """For whoever holds the writer lock of index folder `idx` and is about to build into it (`coderag index`,
     an owner: `coderag mcp`, `serve`; the eval): an index built with another model or chunking (an upgrade
     of coderag, a changed setting) is set aside to be rebuilt, as `coderag index --rebuild` does, from its
-    own vectors (previous_cache.py), rather than refused at every update. Returns whether it was."""
-    from coderag.pipelines.fingerprint import built_otherwise, fingerprint
+    own vectors (previous_cache.py), rather than refused at every update. Returns why it was, in the words
+    the user is shown, or "" where it was not; `model` is what `before_reading` found of the model."""
+    from coderag.pipelines.fingerprint import (CHANGED, MODEL_FILES_CHANGED, SETTINGS_CHANGED, built_otherwise,
+                                               fingerprint)
     from coderag.store.previous_cache import set_aside
 
     db = idx / DB_NAME
     if not db.is_file():
-        return False
+        return ""
     state = IndexState(db, readonly=True)
     try:
         stale = built_otherwise(state, fingerprint(settings))
     finally:
         state.close()
-    if stale:
-        set_aside(idx)
-    return stale
+    if not stale:
+        return ""
+    set_aside(idx)
+    return MODEL_FILES_CHANGED if model == CHANGED else SETTINGS_CHANGED
 
 
 def servable_while_rebuilt(idx: Path, settings: Settings) -> Settings | None:

@@ -50,7 +50,7 @@ class IndexSummary:
     seconds: float = 0.0
     upgraded: dict = field(default_factory=dict)  # an older index brought up to date: what was done, how many
     started_over: bool = False  # the index had other model or chunking settings: built again (index_repository)
-    rebuild_reason: str = ""  # why, where it is not the settings (fingerprint.MODEL_FILES_CHANGED)
+    rebuild_reason: str = ""  # why, in the user's words (fingerprint.SETTINGS_CHANGED, MODEL_FILES_CHANGED)
 
     @property
     def chunks_per_s(self) -> float:

@@ -41,7 +41,7 @@ def test_fingerprint_an_owner_rebuilds_an_index_of_other_chunking(tmp_path: Path
 
     root = write_files(tmp_path / "repo", TINY_FILES)
     index_repository(root, settings=Settings())
-    assert not start_over_if_stale(index_dir(root), Settings())  # built with these settings: kept as it is
+    assert not start_over_if_stale(index_dir(root), Settings(), None)  # built with these settings: kept as it is
     (root / "src/billing/invoice.py").write_text("def invoice_total(items):\n    return 0\n", encoding="utf-8")
     svc = IndexService(root, settings=_other_chunking(), watch=False, background=False, serve=False).start()
     try:

@@ -187,7 +187,9 @@ def test_a_rebuild_with_the_shard_elsewhere_leaves_no_old_chunk_in_it(tmp_path: 
     smaller = settings.model_copy(deep=True)
     smaller.chunking.max_tokens = 64  # another chunking: the index is built again (start_over_if_stale)
     again = index_repository(root, settings=smaller)
-    assert again.started_over
+    from coderag.pipelines.fingerprint import SETTINGS_CHANGED
+
+    assert again.started_over and again.rebuild_reason == SETTINGS_CHANGED
     assert points()[0] == chunks()
 
 
