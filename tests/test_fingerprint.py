@@ -166,6 +166,48 @@ def test_a_model_whose_files_changed_in_its_folder_builds_the_index_again(tmp_pa
     assert index_repository(root, settings=settings).embedded == 0  # and it is current from then on
 
 
+def test_status_beside_an_owner_says_its_model_files_changed(tmp_path: Path) -> None:
+    """The model's files change in their folder while an owner serves: the owner answers with the model it
+    loaded (its queries and the index's vectors agree) until it stops, and `coderag status` says so, rather
+    than only the owner's account of an index it calls current."""
+    import json
+    import signal
+    import subprocess
+    import time
+
+    from conftest import CODERAG, TINY_FILES, server_env, write_files
+    from coderag import index_repository
+    from coderag.daemon import owner_info
+
+    root = write_files(tmp_path / "repo", TINY_FILES)
+    settings = _model_copy(tmp_path / "venv" / "model")
+    index_repository(root, settings=settings)
+    config_file = tmp_path / "coderag.yaml"  # outside the repository: not a file of it to index
+    config_file.write_text(json.dumps({"embedding": {"model_path": settings.embedding.model_path}}))
+    env = {**server_env(), "CODERAG_CONFIG": str(config_file)}
+    serve = subprocess.Popen([CODERAG, "serve", "--root", str(root)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while (owner_info(root) or {}).get("pid") != serve.pid:
+            assert serve.poll() is None and time.monotonic() < deadline, serve.stderr.read().decode()[-3000:]
+            time.sleep(0.1)
+
+        def status() -> str:
+            return subprocess.run([CODERAG, "status", str(root)], capture_output=True, text=True, timeout=120,
+                                  env=env).stdout
+
+        before = status()
+        assert f"owner:       pid {serve.pid}" in before and "model:       its files" not in before, before
+        config = tmp_path / "venv" / "model" / "config.json"
+        config.write_text(config.read_text().replace("{", "{\n  \"note\": \"fine-tuned again\",", 1))
+        after = status()
+        assert "its files changed" in after and "answers with the model it loaded" in after, after
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+
+
 def test_an_index_from_before_model_digests_keeps_the_bundled_model_installed_again(tmp_path: Path) -> None:
     """An index built before digests were stored names only its model's folder. Where that was the bundled
     model's and is gone (the old virtualenv deleted), the bundled model installed elsewhere is taken for it;
