@@ -82,6 +82,7 @@ class IndexService(OwnerBuild, OwnerChanges):
         self.index = None
         self._server = None
         self._stop = threading.Event()
+        self._moved_away = threading.Event()  # it saw its repository moved and let go of the index (moved())
         self._cancel = threading.Event()  # the background build in progress is to end (a rebuild starts over)
         self._rebuild_lock = threading.Lock()
         self._writer_lock = None
@@ -217,7 +218,20 @@ class IndexService(OwnerBuild, OwnerChanges):
         deleted): the owner would answer from a tree that is not there, and the index's new place finds no
         owner at the socket its owner.json names while the writer lock stays held (WriterLock.in_place)."""
         lock = self._writer_lock
-        return lock is not None and not lock.in_place()
+        return self._moved_away.is_set() or (lock is not None and not lock.in_place())
+
+    def _let_go_of_moved_index(self) -> None:
+        """The repository moved under an owner in its own process (the MCP server, which lives as long as
+        Claude Code's session): it lets go of the index at once, once the requests under way have answered.
+        Its writer lock and the store's files moved with the folder, and a coderag started in the new place
+        (a search, `coderag index`, Claude Code started there) would find them held until the session ends."""
+        with self._requests:
+            if self._moved_away.is_set():
+                return
+            self._moved_away.set()
+        log.warning("%s or its .coderag was moved or deleted: letting go of the index", self.root)
+        with self.requests_held():
+            self.stop()
 
     # -- requests -------------------------------------------------------------------------------
     def dispatch(self, method: str, params: dict) -> Any:
@@ -231,11 +245,12 @@ class IndexService(OwnerBuild, OwnerChanges):
         if method in ("ping", HAND_OVER):
             return handler(**params)
         if self.moved():  # a `coderag serve` owner stops by itself (daemon.wait_until_idle); an MCP server says so
+            self._let_go_of_moved_index()
             raise IndexMissingError(
                 f"{self.root} or its .coderag was moved or deleted after this coderag process (pid {os.getpid()}) "
-                "opened it, so it answers from it no more. Restart it where the repository is now (in Claude Code: "
-                "/mcp to reconnect coderag, or start claude in the repository's new folder); a moved index is used "
-                "as it is, a deleted one is built again.")
+                "opened it, so it answers from it no more and has let go of it. Restart it where the repository is "
+                "now (in Claude Code: /mcp to reconnect coderag, or start claude in the repository's new folder); "
+                "a moved index is used as it is, a deleted one is built again.")
         with self._requests:
             self._requests.wait_for(lambda: not self._requests_held, OPEN_WAIT_S)
             self._in_flight += 1

@@ -295,11 +295,19 @@ def test_an_owner_in_process_says_its_repository_moved_and_what_to_do(repo: Path
     from coderag.base.errors import IndexMissingError
     from coderag.service import IndexService
 
+    from coderag import CodeIndex
+
     svc = IndexService(repo, watch=False, serve=False).start()
     try:
         assert svc.dispatch("search", {"query": QUERY})["results"]
-        repo.rename(repo.with_name("moved"))
-        with pytest.raises(IndexMissingError, match="was moved or deleted after this coderag process .* opened it"):
-            svc.dispatch("search", {"query": QUERY})
+        moved = repo.with_name("moved")
+        repo.rename(moved)
+        for _ in range(2):  # and every call after
+            with pytest.raises(IndexMissingError, match="was moved or deleted after this coderag process .* opened it"):
+                svc.dispatch("search", {"query": QUERY})
+        # It let go of the index that went with the folder (before: its writer lock and the store's files stayed
+        # held for as long as the process lived, so nothing in the new place could open the index).
+        with CodeIndex.open(moved) as index:
+            assert index.search(QUERY)[0].file_path == "src/billing/invoice.py"
     finally:
         svc.stop()  # closing the store where its files were fails: stop says so and goes on

@@ -250,10 +250,16 @@ class EdgeVectorStore(BasePydanticVectorStore):
             self._invalidate()
 
     def close(self) -> None:
-        if self._shard is not None:
-            self._shard.flush()
-            self._shard.close()
-            self._shard = None
+        """Flush and close the shard. It is let go of whatever fails: where its folder was moved or deleted
+        the flush cannot write there, and a store that kept the shard would keep its files locked for as long
+        as the process lives (an MCP server: Claude Code's whole session)."""
+        shard, self._shard = self._shard, None
+        if shard is None:
+            return
+        try:
+            shard.flush()
+        finally:
+            shard.close()
 
     # -- reads ----------------------------------------------------------------------------------
     def count(self) -> int:
