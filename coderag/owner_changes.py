@@ -121,7 +121,14 @@ class OwnerChanges:
                 notes.append("its store settings apply when the owner starts again (stop it, or let it exit idle)")
                 new = new.model_copy(update={"store": old.store})
             self.settings = new
-            if fingerprint(new) != fingerprint(old):
+            # The same model in another folder (copied, a virtualenv made again) keeps the index as it is, as
+            # an owner's start does (fingerprint.reconcile_model); not while a build beside holds other settings.
+            moved = fingerprint(new) != fingerprint(old) and fingerprint(self.index.settings) == fingerprint(old) \
+                and self.index.adopt_moved_model(new)
+            if moved:
+                notes.append(f"the model is the same files in another folder ({new.model_dir()}): the index and its "
+                             "vectors are kept")
+            if fingerprint(new) != fingerprint(old) and not moved:
                 self.start_over(f"the model or chunking settings in {where} changed at {when}")
                 how = ("beside the index as it was, which answered until the new one took its place" if
                        self.progress.get("beside") else "in its place, BM25 first")

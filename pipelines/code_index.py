@@ -250,6 +250,20 @@ class CodeIndex(IndexParts):
         if settings.embedding != old.embedding:
             self._doc_embed_model = None
 
+    def adopt_moved_model(self, settings: Settings) -> bool:
+        """Settings that name the index's model in another folder holding the same files (a copy of it, a
+        virtualenv made again): the index takes that folder and keeps its chunks and vectors, rather than being
+        built again (fingerprint.adopt_moved_model). Returns whether it did; `use_settings(settings)` then
+        applies. The models already loaded stay: their bytes are the same."""
+        from coderag.pipelines.fingerprint import adopt_moved_model
+
+        with self.ingest_lock:
+            if not adopt_moved_model(self.state, settings):
+                return False
+            self.state.commit()
+            self.settings = self.settings.model_copy(update={"embedding": settings.embedding})
+        return True
+
     def settings_match(self) -> bool:
         """Whether the index was built with the current model and chunking, so `refresh` may write to it."""
         from coderag.pipelines.fingerprint import built_otherwise, fingerprint

@@ -147,6 +147,18 @@ def moved_model(built_with: Optional[str], built_model_id: Optional[str], settin
     return Path(old.get("model", "")).parts[-2:] == BUNDLED_MODEL_TAIL == Path(new["model"]).parts[-2:]
 
 
+def adopt_moved_model(state: IndexState, settings: Settings) -> bool:
+    """Where `settings` name the index's model in another folder that holds the same files (`moved_model`), the
+    index takes that folder: its fingerprint and the stamp of its model's files are written anew, its vectors
+    kept. Returns whether it did (uncommitted)."""
+    current = fingerprint(settings)
+    if not moved_model(state.get_meta("fingerprint"), state.get_meta(MODEL_ID_KEY), settings):
+        return False
+    state.set_meta("fingerprint", current)
+    stamp_model(state, current)
+    return True
+
+
 def model_changed(folder: str | Path, built_id: Optional[str], built_files: Optional[str]) -> bool:
     """Whether model folder `folder`, the one an index was built with, now holds other files than its vectors were
     made with (`built_id`, their digest; `built_files`, their names, sizes and times): a model fine-tuned again
@@ -179,10 +191,8 @@ def reconcile_model(idx: Path, settings: Settings) -> Optional[str]:
     outcome = None
     try:
         stored, current = state.get_meta("fingerprint"), fingerprint(settings)
-        if moved_model(stored, state.get_meta(MODEL_ID_KEY), settings):
+        if adopt_moved_model(state, settings):
             outcome = MOVED
-            state.set_meta("fingerprint", current)
-            stamp_model(state, current)
         elif stored == current and state.get_meta(MODEL_ID_KEY) is None:
             stamp_model(state, current)
         elif stored == current and state.get_meta(MODEL_FILES_KEY) != _files_stamp(settings.model_dir()):

@@ -166,6 +166,47 @@ def test_a_model_whose_files_changed_in_its_folder_builds_the_index_again(tmp_pa
     assert index_repository(root, settings=settings).embedded == 0  # and it is current from then on
 
 
+def test_an_owner_whose_settings_name_the_same_model_in_another_folder_keeps_the_index(tmp_path: Path) -> None:
+    """The settings file an owner serves with is edited to name a copy of its model (the same files in another
+    folder): the owner keeps the index and its vectors and stamps it with the new folder, as its start would
+    (reconcile_model), rather than building it all again beside the old one."""
+    import json
+    import shutil
+
+    from conftest import TINY_FILES, write_files
+    from coderag import index_repository
+    from coderag.base.paths import DB_NAME, index_dir
+    from coderag.service import IndexService
+    from coderag.store.state import IndexState
+
+    root = write_files(tmp_path / "repo", TINY_FILES)
+    settings = _model_copy(tmp_path / "venv" / "model")
+    config_file = tmp_path / "coderag.yaml"  # outside the repository: not a file of it to index
+    config_file.write_text(json.dumps({"embedding": {"model_path": settings.embedding.model_path}}))
+    index_repository(root, settings=settings)
+    svc = IndexService(root, watch=False, background=False, serve=False, config_path=config_file).start()
+    try:
+        assert svc.dispatch("search", {"query": "invoice total"})["results"]
+        copy = tmp_path / "a copy of the model"
+        shutil.copytree(settings.embedding.model_path, copy)
+        config_file.write_text(json.dumps({"embedding": {"model_path": str(copy)}}))
+        res = svc.dispatch("search", {"query": "invoice total"})
+        assert res["results"][0]["file_path"] == "src/billing/invoice.py", res
+        assert "the index and its vectors are kept" in svc.settings_note, svc.settings_note
+        assert not svc.progress.get("rebuild") and svc.last_build is None, svc.progress
+    finally:
+        svc.stop()
+    state = IndexState(index_dir(root) / DB_NAME, readonly=True)
+    try:
+        assert json.loads(state.get_meta("fingerprint"))["model"] == str(copy)
+    finally:
+        state.close()
+    moved = settings.model_copy(deep=True)
+    moved.embedding.model_path = str(copy)
+    again = index_repository(root, settings=moved)
+    assert not again.started_over and again.embedded == 0 and again.unchanged == len(TINY_FILES)
+
+
 def test_status_beside_an_owner_says_its_model_files_changed(tmp_path: Path) -> None:
     """The model's files change in their folder while an owner serves: the owner answers with the model it
     loaded (its queries and the index's vectors agree) until it stops, and `coderag status` says so, rather
