@@ -124,8 +124,10 @@ def _looks_random(body: bytes, rule: str) -> bool:
 # next argument (`define('DB_PASSWORD', '...')`, `os.getenv("API_TOKEN", "...")`). The value must look random:
 # two digits and both letter cases (a class name such as "PasswordInput2" has one digit; "Tr0ub4dor&3" is a
 # password), thirty-two or more hex digits with letters among them (Twilio's and Mailgun's keys, a 128-bit key
-# written out: a digest under a secret's name is masked too, which costs a search nothing), or a random UUID
-# (Heroku's API keys). An unquoted value must end its line (a comment may follow, or a shell's line
+# written out: a digest under a secret's name is masked too, which costs a search nothing), a random UUID
+# (Heroku's API keys), or sixteen or more letters and digits in one case with digits in three or more places
+# among the letters (New Relic's `NRAK-` keys, Mailchimp's `<hex>-us6`, Airtable's and Mailgun's lower-case
+# keys: a name or a version in words, `release_2024_v2`, has digits in fewer places). An unquoted value must end its line (a comment may follow, or a shell's line
 # continuation: `docker run -e DB_PASSWORD=... \`) and not be a dotted name: `api_key: settings.API_KEY_V2`,
 # `token = make_token(...)` and `${TOKEN}` are code. A Dockerfile's `ENV NAME value` (the form without `=`) is
 # read as `NAME=value`. A quote may be escaped (`"export API_TOKEN=\"...\""`, code inside a string or JSON).
@@ -143,6 +145,8 @@ _DOCKER_ENV = re.compile(rb"^[ \t]*ENV[ \t]+([A-Za-z_][A-Za-z0-9_]{0,63})[ \t]+(
 _DOTTED_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 _HEX_KEY = re.compile(rb"[0-9a-f]{32,}|[0-9A-F]{32,}")
 _B_LETTER = re.compile(rb"[A-Za-z]")
+_B_ALNUM, _B_DIGITS, _B_LETTERS = re.compile(rb"[A-Za-z0-9]"), re.compile(rb"[0-9]+"), re.compile(rb"[A-Za-z]+")
+_ONE_CASE_LENGTH, _ONE_CASE_PLACES = 16, 3  # letters and digits; separate runs of digits, and of letters
 _UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 # A random UUID nearly always shows 12 or more of the 16 hex digits (14 on average); an example counting up
 # (`12345678-1234-5678-1234-567812345678`) or of one digit shows fewer. The examples docs copy are public.
@@ -160,8 +164,8 @@ _XML_SETTING = re.compile(rb"\bkey=([\"'])([^\"'<>]{1,64})\1\s+value=([\"'])(" +
 
 
 def _random_kind(value: bytes) -> Optional[str]:
-    """"cases", "hex" or "uuid" for a value that looks like a generated password or key (above), None for a
-    word, a name or a placeholder."""
+    """"cases", "hex", "uuid" or "one case" for a value that looks like a generated password or key (above),
+    None for a word, a name or a placeholder."""
     if len(B_DIGIT.findall(value)) < 2 or value.startswith(_PUBLIC_KEYS):
         return None
     if _UUID.fullmatch(value):
@@ -169,7 +173,12 @@ def _random_kind(value: bytes) -> Optional[str]:
         return "uuid" if random else None
     if _looks_random(value, "cases"):
         return "cases"
-    return "hex" if _HEX_KEY.fullmatch(value) and _B_LETTER.search(value) else None
+    if _HEX_KEY.fullmatch(value) and _B_LETTER.search(value):
+        return "hex"
+    if len(_B_ALNUM.findall(value)) >= _ONE_CASE_LENGTH and len(_B_DIGITS.findall(value)) >= _ONE_CASE_PLACES \
+            and len(_B_LETTERS.findall(value)) >= _ONE_CASE_PLACES:
+        return "one case"
+    return None
 
 
 def _names_a_secret(data: bytes, start: int, end: int, kind: str) -> bool:

@@ -206,6 +206,10 @@ NAMED_VALUE = "x9K" + fake(13, 55) + "4"
 HEX_KEY = "a1" + fake(30, 56, "0123456789abcdef")
 SHORT_VALUE = "Tr0ub4dor&3"  # eleven characters: a password a person chose
 UUID_KEY = "3f2b8c1e-9d4a-4f6b-b7e2-1a5c9d8e0f37"  # a random UUID (Heroku's API keys look so)
+# Keys in one letter case: New Relic's, Mailchimp's (hex and its data centre), a lower-case one (Airtable's)
+NEW_RELIC_KEY = "NR" + "AK-" + "7QK2M9XW4TB8LZ0RJ5HC3VN6PDA"
+MAILCHIMP_KEY = "9b1f" + fake(28, 57, "0123456789abcdef") + "-us6"
+LOWER_KEY = "k3xq9" + "v7tm2p8wd4nzr"
 NAMED = "password or key (by its name)"
 
 
@@ -296,6 +300,8 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     'access_token_ttl = "' + "12345678" * 4 + '"\n',
     # values under a secret's name that are too short, or show one digit, and UUIDs that are examples
     'password = "Ab1cd2e"\nDB_PASSWORD = "Passw0rd"\n',
+    # in one letter case: digits in two places, or too short
+    'RELEASE_TOKEN = "release_2024_v2_build"\nAPI_KEY = "k3x9v7t2"\n',
     'api_key = "123e4567-e89b-12d3-a456-426614174000"\n',
     "token: 12345678-1234-5678-1234-567812345678\nsecret: 00000000-0000-0000-0000-000000000000\n",
     # Slack's documented placeholder webhook
@@ -369,6 +375,10 @@ def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
     ("<password>" + SHORT_VALUE + "</password>\n", NAMED, SHORT_VALUE),
     ("ENV DB_PASSWORD " + SHORT_VALUE + "\n", NAMED, SHORT_VALUE),
     ("HEROKU_API_KEY=" + UUID_KEY + "\n", NAMED, UUID_KEY),
+    # random in one letter case
+    ("NEW_RELIC_API_KEY=" + NEW_RELIC_KEY + "\n", NAMED, NEW_RELIC_KEY),
+    ('MAILCHIMP_API_KEY = "' + MAILCHIMP_KEY + '"\n', NAMED, MAILCHIMP_KEY),
+    ("airtable:\n  api_key: " + LOWER_KEY + "\n", NAMED, LOWER_KEY),
     ('{"api_token": "' + UUID_KEY.upper() + '"}\n', NAMED, UUID_KEY.upper()),
     # quotes escaped: code inside a string, or a string inside JSON
     ('cmd = "export API_TOKEN=\\"' + NAMED_VALUE + '\\""\n', NAMED, NAMED_VALUE),
