@@ -44,8 +44,9 @@ SECRET, DATA = "secret", "data"
 # web tokens, passwords in URLs; 6: random values assigned to a password's or key's name; 7: such values
 # unquoted at a line's end or in XML, and hex keys; passwords in connection strings; Terraform's `.tfvars`
 # files; 8: such values of eight to eleven characters, and random UUIDs under a secret's name; 9: random
-# values in one letter case under a secret's name.
-RULES_VERSION = "9"
+# values in one letter case under a secret's name; 10: New Relic, Linear, Square, age, Mailgun, Mailchimp and
+# 1Password tokens, and bearer tokens written out in a header.
+RULES_VERSION = "10"
 RECHECKED_REASONS = frozenset({SECRET, "encoding"})
 
 # Files in these languages are code or prose whatever their numbers: the row and base64 sniffs are for the

@@ -63,6 +63,26 @@ _API_TOKENS = (
      re.compile(rb"(?<![A-Za-z0-9_-])SG\.([A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"), "cases"),
     ("Telegram bot token", (b":AA",),
      re.compile(rb"(?<![A-Za-z0-9_])[0-9]{8,10}:(AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])"), "cases"),
+    # New Relic's user keys and Linear's API keys (both: one case and digits, or both cases), Square's access
+    # tokens and OAuth secrets, age's secret keys (upper-case bech32), Mailgun's `key-` keys, Mailchimp's
+    # (hex and the data centre they live in), 1Password's service account tokens.
+    ("New Relic key", (b"NRAK-",), re.compile(rb"(?<![A-Za-z0-9_-])NRAK-([A-Z0-9]{27})(?![A-Za-z0-9_-])"), "two"),
+    ("Linear API key", (b"lin_api_",), re.compile(rb"(?<![A-Za-z0-9_])lin_api_([A-Za-z0-9]{40})" + _TOKEN_END),
+     "two"),
+    ("Square token", (b"sq0atp-", b"sq0csp-"),
+     re.compile(rb"(?<![A-Za-z0-9_-])sq0(?:atp-([A-Za-z0-9_-]{22})|csp-([A-Za-z0-9_-]{43}))(?![A-Za-z0-9_-])"),
+     "cases"),
+    ("age secret key", (b"AGE-SECRET-KEY-1",),
+     re.compile(rb"AGE-SECRET-KEY-1([QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})(?![A-Za-z0-9])"), "two"),
+    ("Mailgun key", (b"key-",), re.compile(rb"(?<![A-Za-z0-9_-])key-([A-Za-z0-9]{32})(?![A-Za-z0-9_-])"), "two"),
+    ("Mailchimp key", (b"-us",), re.compile(rb"(?<![A-Za-z0-9_-])([a-f0-9]{32}-us[0-9]{1,2})(?![A-Za-z0-9_-])"),
+     "two"),
+    ("1Password token", (b"ops_eyJ",), re.compile(rb"(?<![A-Za-z0-9_])ops_(eyJ[A-Za-z0-9+/]{250,}={0,3})"), "cases"),
+    # A bearer token written out in an Authorization header (`"Authorization": "Bearer <token>"`, a curl
+    # line): whoever has it is the caller. Two kinds of character, sixteen or more: `Bearer {token}`,
+    # `Bearer ` + a variable and `Bearer YOUR_TOKEN` are code.
+    ("bearer token", (b"earer ",),
+     re.compile(rb"(?<![A-Za-z0-9_])[Bb]earer[ \t]+([A-Za-z0-9._~+/-]{16,}=*)(?![A-Za-z0-9._~+/=-])"), "two"),
     # Hex bodies (lower case and digits, so "two" kinds): Shopify's app and access tokens, DigitalOcean's
     # personal, OAuth and refresh tokens, Databricks' personal access tokens.
     ("Shopify token", (b"shpat_", b"shpss_", b"shpca_", b"shppa_"),
@@ -217,8 +237,9 @@ def _token_spans(data: bytes) -> Iterator[tuple[int, int, str]]:
     for kind, hints, pattern, rule in _API_TOKENS:
         if any(h in data for h in hints):
             for m in pattern.finditer(data):
-                if _looks_random(m.group(1), rule):
-                    yield m.start(1), m.end(1), kind
+                body = m.lastindex or 0  # the one group of the body that matched (Square's has two)
+                if _looks_random(m.group(body), rule):
+                    yield m.start(body), m.end(body), kind
     if any(h in data for h in _AWS_HINTS):
         for m in _AWS_SECRET.finditer(data):
             if _looks_random(m.group(1), "cases"):

@@ -199,6 +199,14 @@ TOKENS = {
     "digitalocean": "do" + "p_v1_" + fake(64, 48, "0123456789abcdef"),
     "databricks": "da" + "pi" + fake(32, 49, "0123456789abcdef"),
     "azure storage": "Account" + "Key=" + fake(86, 54, _BASE62 + "+/") + "==",
+    "new relic": "NR" + "AK-" + fake_upper(27, 60),
+    "linear": "lin" + "_api_" + fake(40, 61),
+    "square access token": "sq0" + "atp-" + fake(22, 62, _BASE62 + "-_"),
+    "square oauth secret": "sq0" + "csp-" + fake(43, 63, _BASE62 + "-_"),
+    "age": "AGE-SECRET" + "-KEY-1" + "".join(random.Random(64).choices("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", k=58)),
+    "mailgun": "ke" + "y-" + fake(32, 65),
+    "mailchimp": fake(32, 66, "0123456789abcdef") + "-us6",
+    "1password": "ops" + "_eyJ" + fake(260, 67, _BASE62 + "+/"),
 }
 
 
@@ -206,9 +214,9 @@ NAMED_VALUE = "x9K" + fake(13, 55) + "4"
 HEX_KEY = "a1" + fake(30, 56, "0123456789abcdef")
 SHORT_VALUE = "Tr0ub4dor&3"  # eleven characters: a password a person chose
 UUID_KEY = "3f2b8c1e-9d4a-4f6b-b7e2-1a5c9d8e0f37"  # a random UUID (Heroku's API keys look so)
-# Keys in one letter case: New Relic's, Mailchimp's (hex and its data centre), a lower-case one (Airtable's)
-NEW_RELIC_KEY = "NR" + "AK-" + "7QK2M9XW4TB8LZ0RJ5HC3VN6PDA"
-MAILCHIMP_KEY = "9b1f" + fake(28, 57, "0123456789abcdef") + "-us6"
+# Keys in one letter case that no issuer's shape names: upper case, lower case in groups, lower case (Airtable's)
+UPPER_KEY = "7QK2M9XW4TB8" + "LZ0RJ5HC3VN6PDA"
+GROUPED_KEY = "k3xq9v7t-m2p8" + "wd4n-zr5b"
 LOWER_KEY = "k3xq9" + "v7tm2p8wd4nzr"
 NAMED = "password or key (by its name)"
 
@@ -304,6 +312,11 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     'RELEASE_TOKEN = "release_2024_v2_build"\nAPI_KEY = "k3x9v7t2"\n',
     'api_key = "123e4567-e89b-12d3-a456-426614174000"\n',
     "token: 12345678-1234-5678-1234-567812345678\nsecret: 00000000-0000-0000-0000-000000000000\n",
+    # a bearer token that is a reference, a placeholder or words; issuers' prefixes inside a word or before a
+    # placeholder
+    'headers = {"Authorization": f"Bearer {token}"}\nauth = "Bearer " + token\n',
+    "Authorization: Bearer YOUR_ACCESS_TOKEN\nAuthorization: Bearer <token>\nuse a bearer token instead\n",
+    "monkey-" + fake(32, 69) + "\nSQUARE_TOKEN=sq0" + "atp-" + "x" * 22 + "\n",
     # Slack's documented placeholder webhook
     "url: https://hooks.slack.com/services/T00000000/B00000000/" + "X" * 24 + "\n",
     # URLs whose password is an example or a template, and URLs with a user and no password
@@ -376,8 +389,11 @@ def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
     ("ENV DB_PASSWORD " + SHORT_VALUE + "\n", NAMED, SHORT_VALUE),
     ("HEROKU_API_KEY=" + UUID_KEY + "\n", NAMED, UUID_KEY),
     # random in one letter case
-    ("NEW_RELIC_API_KEY=" + NEW_RELIC_KEY + "\n", NAMED, NEW_RELIC_KEY),
-    ('MAILCHIMP_API_KEY = "' + MAILCHIMP_KEY + '"\n', NAMED, MAILCHIMP_KEY),
+    # a bearer token written out in a header, whatever issued it
+    ('curl -H "Authorization: Bearer ' + HEX_KEY + '" https://api.example.com/v1/me\n', "bearer token", HEX_KEY),
+    ('headers = {"Authorization": "Bearer ' + NAMED_VALUE + '"}\n', "bearer token", NAMED_VALUE),
+    ("ACME_API_KEY=" + UPPER_KEY + "\n", NAMED, UPPER_KEY),
+    ('DEPLOY_TOKEN = "' + GROUPED_KEY + '"\n', NAMED, GROUPED_KEY),
     ("airtable:\n  api_key: " + LOWER_KEY + "\n", NAMED, LOWER_KEY),
     ('{"api_token": "' + UUID_KEY.upper() + '"}\n', NAMED, UUID_KEY.upper()),
     # quotes escaped: code inside a string, or a string inside JSON
