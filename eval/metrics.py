@@ -79,6 +79,13 @@ def file_recall_at(ranked: Sequence[Result], gold: Sequence[Span], k: int) -> fl
     return len(want & set(ranked_files(ranked)[:k])) / len(want)
 
 
+def gold_file_first(ranked: Sequence[Result], gold: Sequence[Span]) -> float:
+    """1.0 when the first distinct file of the ranking is a gold file: the right file first, however many files
+    the gold has. recall@1 counts a share of them instead, so a change to two files scores at most 0.5 there."""
+    files = ranked_files(ranked)
+    return 1.0 if files and files[0] in _gold_files(gold) else 0.0
+
+
 def chunk_hit_at(ranked: Sequence[Result], gold: Sequence[Span], k: int) -> float:
     """1.0 when one of the first k results overlaps a gold range, else 0.0."""
     return 1.0 if any(overlaps(r, g) for r in ranked[:k] for g in gold) else 0.0
@@ -187,16 +194,18 @@ def mean(values: Sequence[float]) -> float:
 
 RANK_KS = (1, 5, 10)
 LINE_HIT_KS = (1, 5)
-RANKING_METRICS = (*(f"recall@{k}" for k in RANK_KS), "mrr@10", *(f"line_hit@{k}" for k in LINE_HIT_KS),
+RANKING_METRICS = (*(f"recall@{k}" for k in RANK_KS), "gold_first", "mrr@10", *(f"line_hit@{k}" for k in LINE_HIT_KS),
                    *(f"hit@{k}" for k in RANK_KS), "chunk_mrr@10", "ndcg@10")
 
 
 def score_ranking(ranked: Sequence[Result], gold: Sequence[Span]) -> dict[str, float]:
-    """Every ranking metric of one query (RANKING_METRICS): file recall@1/5/10 and MRR@10, line hit@1/5,
+    """Every ranking metric of one query (RANKING_METRICS): file recall@1/5/10, a gold file first and MRR@10,
+    line hit@1/5,
     chunk hit@1/5/10, chunk MRR@10, nDCG@10."""
     out: dict[str, float] = {}
     for k in RANK_KS:
         out[f"recall@{k}"] = file_recall_at(ranked, gold, k)
+    out["gold_first"] = gold_file_first(ranked, gold)
     out["mrr@10"] = file_mrr_at(ranked, gold, 10)
     for k in LINE_HIT_KS:
         out[f"line_hit@{k}"] = line_hit_at(ranked, gold, k)

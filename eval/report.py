@@ -22,7 +22,8 @@ SPLIT_ORDER = ("tune", "heldout")
 
 COLUMNS = (  # (summary key, header, format)
     ("n", "n", "{:.0f}"), ("errors", "err", "{:.0f}"),
-    ("recall@1", "R@1", "{:.2f}"), ("recall@5", "R@5", "{:.2f}"), ("recall@10", "R@10", "{:.2f}"),
+    ("recall@1", "R@1", "{:.2f}"), ("gold_first", "gold first", "{:.2f}"), ("recall@5", "R@5", "{:.2f}"),
+    ("recall@10", "R@10", "{:.2f}"),
     ("mrr@10", "MRR@10", "{:.3f}"), ("line_hit@1", "line hit@1", "{:.2f}"), ("line_hit@5", "line hit@5", "{:.2f}"),
     ("hit@1", "hit@1", "{:.2f}"), ("hit@5", "hit@5", "{:.2f}"),
     ("chunk_mrr@10", "chunk MRR", "{:.3f}"), ("ndcg@10", "nDCG@10", "{:.3f}"),
@@ -31,7 +32,9 @@ COLUMNS = (  # (summary key, header, format)
     ("tokens_to_gold", "tokens to gold", "{:.0f}"), ("gold_reached", "gold reached", "{:.2f}"),
     ("p50_ms", "p50 ms", "{:.0f}"), ("p95_ms", "p95 ms", "{:.0f}"),
 )
-LEGEND = ("R@k: file-level recall, the share of gold files among the first k distinct files. MRR@10: file level, "
+LEGEND = ("R@k: file-level recall, the share of gold files among the first k distinct files. gold first: the first "
+          "distinct file is a gold file (R@1 where the gold is one file; a change to two files scores 0.5 at most "
+          "on R@1 and 1 here). MRR@10: file level, "
           "1 / rank of the first gold file among the first 10 distinct files. line hit@k: one of the first k "
           "results shows at most 200 lines and overlaps a gold range. hit@k: a result among the first k overlaps "
           "a gold range (same file, any size). chunk MRR and nDCG@10: chunk level, binary relevance, each gold "

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from coderag.eval.metrics import (RANKING_METRICS, Result, Span, chunk_hit_at, contains_gold, contains_gold_file,
-                                  file_mrr_at, file_recall_at, line_hit_at, mean, mrr_at, ndcg_at, overlaps,
+                                  file_mrr_at, file_recall_at, gold_file_first, line_hit_at, mean, mrr_at, ndcg_at, overlaps,
                                   percentile, ranked_files, score_ranking, shown_lines, tokens_to_gold)
 from coderag.eval.ripgrep_baseline import query_terms
 
@@ -55,6 +55,13 @@ def test_file_recall_is_a_share_of_gold_files():
     assert file_recall_at(ranked, gold, 2) == 0.5
     assert file_recall_at(ranked, gold, 3) == 1.0
     assert file_recall_at([], gold, 10) == 0.0
+
+
+def test_gold_first_is_the_right_file_first_however_many_gold_files():
+    gold = [Span("a.py", 1, 2), Span("b.py", 1, 2)]  # a change to two files
+    assert gold_file_first([B("a.py", 100, 120), B("c.py", 1, 2)], gold) == 1.0  # where recall@1 is 0.5
+    assert gold_file_first([B("c.py", 1, 2), B("b.py", 7, 8)], gold) == 0.0
+    assert gold_file_first([], gold) == 0.0
 
 
 def test_chunk_hit_needs_line_overlap_within_k():
@@ -129,7 +136,7 @@ def test_percentile_and_mean_of_nothing_are_nan():
 
 def test_score_ranking_has_every_metric():
     out = score_ranking([B("z.py", 1, 1), B("a.py", 15, 16)], GOLD)
-    assert out == {"recall@1": 0.0, "recall@5": 1.0, "recall@10": 1.0, "mrr@10": 0.5,
+    assert out == {"recall@1": 0.0, "recall@5": 1.0, "recall@10": 1.0, "gold_first": 0.0, "mrr@10": 0.5,
                    "line_hit@1": 0.0, "line_hit@5": 1.0, "hit@1": 0.0, "hit@5": 1.0, "hit@10": 1.0,
                    "chunk_mrr@10": 0.5, "ndcg@10": pytest.approx(1 / math.log2(3))}
     assert tuple(out) == RANKING_METRICS
