@@ -146,9 +146,9 @@ def _looks_random(body: bytes, rule: str) -> bool:
 # password), thirty-two or more hex digits with letters among them (Twilio's and Mailgun's keys, a 128-bit key
 # written out: a digest under a secret's name is masked too, which costs a search nothing), a random UUID
 # (Heroku's API keys), or sixteen or more letters and digits in one case with digits in three or more places
-# among the letters (New Relic's `NRAK-` keys, Mailchimp's `<hex>-us6`, Airtable's and Mailgun's lower-case
-# keys: a name or a version in words, `release_2024_v2`, has digits in fewer places). An unquoted value must end its line (a comment may follow, or a shell's line
-# continuation: `docker run -e DB_PASSWORD=... \`) and not be a dotted name: `api_key: settings.API_KEY_V2`,
+# among the letters (a key whose issuer writes it in one case, under a name that says what it is: a name or a
+# version in words, `release_2024_v2`, has digits in fewer places). An unquoted value must end its line (a
+# comment may follow, or a shell's line continuation: `docker run -e DB_PASSWORD=... \`) and not be a dotted name: `api_key: settings.API_KEY_V2`,
 # `token = make_token(...)` and `${TOKEN}` are code. A Dockerfile's `ENV NAME value` (the form without `=`) is
 # read as `NAME=value`. A quote may be escaped (`"export API_TOKEN=\"...\""`, code inside a string or JSON).
 # The value is found first (after an operator), the name in the few bytes before it: a scan of the file for

@@ -32,6 +32,10 @@ LEARNED_FLAT_RATIO = 0.5
 LEARNED_FLOOR_RATIO = 0.02
 
 
+_WAYS_ON = ("Reinstall coderag (the model ships in its package), or set retrieval.ranker: rules; a model of your "
+            "own is rebuilt from mined data with `coderag train-ranker --data DIR` (eval/README.md).")
+
+
 class RankerModelError(CodeRagError):
     """The ranker's model file is missing, unreadable or made for other features."""
 
@@ -86,11 +90,10 @@ def load_ranker(path: Path = MODEL_PATH) -> LearnedRanker:
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise RankerModelError(f"Cannot read the ranker model {path}: {exc}. Reinstall coderag, or rebuild the "
-                               f"model with `coderag eval train-ranker`, or set retrieval.ranker: rules.") from exc
+        raise RankerModelError(f"Cannot read the ranker model {path}: {exc}. {_WAYS_ON}") from exc
     if list(doc.get("features", [])) != list(FEATURES):
         raise RankerModelError(f"The ranker model {path} was trained on other features than this coderag computes. "
-                               f"Rebuild it with `coderag eval train-ranker`, or set retrieval.ranker: rules.")
+                               f"{_WAYS_ON}")
     return LearnedRanker(lgb.Booster(model_str=doc["booster"]), doc.get("info", {}))
 
 

@@ -33,10 +33,13 @@ def test_ranker_a_model_for_other_features_is_refused_with_what_to_do(tmp_path: 
     doc["features"] = doc["features"][:-1]
     path = tmp_path / "old_model.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
-    with pytest.raises(RankerModelError, match="train-ranker.*retrieval.ranker: rules"):
+    with pytest.raises(RankerModelError, match="retrieval.ranker: rules.*`coderag train-ranker --data DIR`"):
         load_ranker(path)
-    with pytest.raises(RankerModelError, match="Cannot read"):
+    with pytest.raises(RankerModelError, match="Cannot read") as missing:
         load_ranker(tmp_path / "missing.json")
+    from coderag.cli import main  # the command the message names is one the CLI has
+
+    assert "coderag train-ranker" in str(missing.value) and "train-ranker" in main.commands
 
 
 LEARNED = Settings(retrieval={"ranker": "learned"})
