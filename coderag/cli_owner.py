@@ -97,42 +97,18 @@ def status_lines(root: Path, owner_pid: Optional[int], built_with: Optional[str]
             lines.append(f"building:    {p['phase']} {p['done']}/{p['total']} files{left}{why}{meanwhile}")
         note = (st.get("settings") or {}).get("note")
         lines += [f"settings:    {note}"] if note else []
-        if not note and _model_files_changed(root, built_with, built_model_id, built_model_files):
-            # The owner's queries are embedded by the model it loaded, whose vectors the index holds: its
-            # answers stay consistent, and only its next start sees the new files.
-            lines.append("model:       its files changed in their folder since the index was built: the owner "
-                         "answers with the model it loaded until it stops; its next start builds the index "
-                         "again, embedding every chunk")
-        return lines
+        return lines + ([f"model:       {st['model_note']}"] if st.get("model_note") else [])
     try:
         settings = load_settings(root)
     except ConfigError as exc:
         return [f"settings:    invalid, the next command refuses them: {exc}"]
-    from coderag.pipelines.fingerprint import fingerprint, moved_model
+    from coderag.pipelines.fingerprint import fingerprint, model_changed, moved_model
 
     current = fingerprint(settings)
     if built_with and built_with != current and not moved_model(built_with, built_model_id, settings):
         return ['settings:    the model or chunking changed since the index was built: the next "coderag index" '
                 "(or the owner the next search starts) builds it again, reusing the vectors of unchanged chunks"]
-    if _model_files_changed(root, built_with, built_model_id, built_model_files, settings):
+    if built_with == current and model_changed(settings.model_dir(), built_model_id, built_model_files):
         return [f"model:       its files changed in {settings.model_dir()} since the index was built: the next "
                 '"coderag index" (or the owner the next search starts) builds it again, embedding every chunk']
     return []
-
-
-def _model_files_changed(root: Path, built_with: Optional[str], built_model_id: Optional[str],
-                         built_model_files: Optional[str], settings=None) -> bool:
-    """Whether the model the settings of `root` name is the one the index was built with (same fingerprint) but
-    its folder holds other files than its vectors were made with (fingerprint.model_changed). False where the
-    settings cannot be read: the settings line says so."""
-    from coderag.base.config import load_settings
-    from coderag.base.errors import ConfigError
-    from coderag.pipelines.fingerprint import fingerprint, model_changed
-
-    if settings is None:
-        try:
-            settings = load_settings(root)
-        except ConfigError:
-            return False
-    return built_with == fingerprint(settings) and model_changed(settings.model_dir(), built_model_id,
-                                                                 built_model_files)

@@ -37,6 +37,9 @@ RESULT_MEMORY = 2048
 STOP_JOIN_S = 30.0
 SCRUB = ("files the current secret rules leave out, or mask, were in the index: built again so that none of "
          "their bytes stay in its files")
+MODEL_CHANGED_UNDER_OWNER = ("its files changed in their folder since the index was built: the owner answers with the "
+                             "model it loaded until it stops; its next start builds the index again, embedding "
+                             "every chunk")
 HOLD_WAIT_S = 10.0  # a swap waits this long at most for the requests under way (a search takes milliseconds)
 
 
@@ -349,10 +352,15 @@ class IndexService(OwnerBuild, OwnerChanges):
         files too (`coderag index --verbose` following a build); index_status leaves them out, as tokens
         an agent would read for nothing."""
         from coderag.nodes.scan import SkipLog
+        from coderag.pipelines.fingerprint import MODEL_FILES_KEY, MODEL_ID_KEY, model_changed
         from coderag.pipelines.skip_report import skip_report
 
         idx = self.index
         counts = idx.state.counts()
+        # Its queries are embedded by the model it loaded, whose vectors the index holds: its answers stay
+        # consistent, and only its next start sees the new files (fingerprint.reconcile_model).
+        model_note = MODEL_CHANGED_UNDER_OWNER if model_changed(
+            idx.settings.model_dir(), idx.state.get_meta(MODEL_ID_KEY), idx.state.get_meta(MODEL_FILES_KEY)) else None
         last_build = self.last_build
         if last_build is not None and not build_items:
             last_build = {k: v for k, v in last_build.items() if k not in ("skip_items", "note_items")}
@@ -363,7 +371,8 @@ class IndexService(OwnerBuild, OwnerChanges):
         if left is not None:
             indexing["seconds_left"] = round(left)
         return {"root": str(self.root), "index_dir": str(self.index_dir), "pid": os.getpid(),
-                "model": str(self.settings.model_dir()), "last_update": idx.state.get_meta("last_update"),
+                "model": str(self.settings.model_dir()), "model_note": model_note,
+                "last_update": idx.state.get_meta("last_update"),
                 "counts": counts, "skipped": skipped, "dense_ready": self.dense_ready, "indexing": indexing,
                 "settings": {"file": str(self.settings_file.path), "note": self.settings_note},
                 "last_build": last_build,

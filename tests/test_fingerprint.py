@@ -244,6 +244,13 @@ def test_status_beside_an_owner_says_its_model_files_changed(tmp_path: Path) -> 
         config.write_text(config.read_text().replace("{", "{\n  \"note\": \"fine-tuned again\",", 1))
         after = status()
         assert "its files changed" in after and "answers with the model it loaded" in after, after
+        from coderag.client import connect  # the owner's own status says it too: the MCP index_status tool
+
+        client = connect(root, become_owner=False)
+        try:
+            assert "answers with the model it loaded" in (client.call("status")["model_note"] or "")
+        finally:
+            client.close()
     finally:
         serve.send_signal(signal.SIGTERM)
         serve.wait(timeout=60)
