@@ -349,6 +349,28 @@ async def test_mcp_first_start_answers_from_bm25_while_the_dense_side_builds(tmp
     assert not errors, f"non-JSON-RPC output on the server's stdout: {errors}"
 
 
+async def test_mcp_server_of_a_moved_repository_lets_go_of_its_index(tmp_path: Path) -> None:
+    """The repository is moved while Claude Code's server runs: the next tool call says so and what to do, and
+    the index, which moved with the folder, is at once usable in its new place (before, the server held its
+    locks for the rest of the session)."""
+    import subprocess
+
+    root = write_files(tmp_path / "repo", TINY_FILES)
+    errors: list = []
+    async with mcp_client(root, errors) as c:
+        await wait_dense_ready(c)
+        moved = tmp_path / "moved"
+        root.rename(moved)
+        is_error, text = await call(c, "search_code", query="invoice total with sales tax")
+        assert is_error and "was moved or deleted" in text and "has let go of it" in text, text
+        res = subprocess.run([CODERAG, "index", str(moved)], capture_output=True, text=True, timeout=120,
+                             env=server_env())
+        assert res.returncode == 0 and f"{len(TINY_FILES)} unchanged" in res.stdout, res.stdout + res.stderr
+        is_error, text = await call(c, "index_status")
+        assert is_error and "was moved or deleted" in text, text  # it says so for as long as it runs
+    assert not errors, f"non-JSON-RPC output on the server's stdout: {errors}"
+
+
 async def test_mcp_server_connects_at_once_while_another_process_holds_the_index(tmp_path: Path) -> None:
     """The server once opened the index before answering initialize: while `coderag index` held the index,
     a client's connection waited up to 30 s (Claude Code gives up after 30 s) and then the server died."""
