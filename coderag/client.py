@@ -37,11 +37,20 @@ class RemoteError(CodeRagError):
 
 
 def owner_socket(root: Path) -> Optional[str]:
+    """The socket owner.json names; where that is gone and the index folder holds one, that one. An index
+    folder moved with its repository keeps its owner's socket file while owner.json names the old place: the
+    owner, reached there, finds itself moved and lets go of the index (IndexService.dispatch), so that the
+    caller opens it in its new place at once."""
+    from coderag.socket_server import SOCKET_NAME
+
     try:
-        info = json.loads((index_dir(root) / "owner.json").read_text("utf-8"))
-        return info.get("socket")
-    except (OSError, ValueError):
+        sock = json.loads((index_dir(root) / "owner.json").read_text("utf-8")).get("socket")
+    except (OSError, ValueError, AttributeError):
         return None
+    here = index_dir(root) / SOCKET_NAME
+    if sock and not os.path.exists(sock) and here.exists():
+        return str(here)
+    return sock
 
 
 def owner_client(root: Path, replace_other_code: bool = True) -> Optional["IndexClient"]:

@@ -245,8 +245,8 @@ class IndexService(OwnerBuild, OwnerChanges):
                    }.get(method)
         if handler is None:
             raise ValueError(f"unknown method {method!r}")
-        if method in ("ping", HAND_OVER):
-            return handler(**params)
+        # Before a ping too: a client in the repository's new place finds this owner through the owner.json
+        # that moved with the folder, and must find it gone (it then opens the index itself), not serving.
         if self.moved():  # a `coderag serve` owner stops by itself (daemon.wait_until_idle); an MCP server says so
             self._let_go_of_moved_index()
             raise IndexMissingError(
@@ -254,6 +254,8 @@ class IndexService(OwnerBuild, OwnerChanges):
                 "opened it, so it answers from it no more and has let go of it. Restart it where the repository is "
                 "now (in Claude Code: /mcp to reconnect coderag, or start claude in the repository's new folder); "
                 "a moved index is used as it is, a deleted one is built again.")
+        if method in ("ping", HAND_OVER):
+            return handler(**params)
         with self._requests:
             self._requests.wait_for(lambda: not self._requests_held, OPEN_WAIT_S)
             self._in_flight += 1

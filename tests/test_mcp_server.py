@@ -355,20 +355,27 @@ async def test_mcp_server_of_a_moved_repository_lets_go_of_its_index(tmp_path: P
     locks for the rest of the session)."""
     import subprocess
 
-    root = write_files(tmp_path / "repo", TINY_FILES)
-    errors: list = []
-    async with mcp_client(root, errors) as c:
-        await wait_dense_ready(c)
-        moved = tmp_path / "moved"
-        root.rename(moved)
-        is_error, text = await call(c, "search_code", query="invoice total with sales tax")
-        assert is_error and "was moved or deleted" in text and "has let go of it" in text, text
-        res = subprocess.run([CODERAG, "index", str(moved)], capture_output=True, text=True, timeout=120,
+    def index_in(folder: Path) -> None:
+        res = subprocess.run([CODERAG, "index", str(folder)], capture_output=True, text=True, timeout=120,
                              env=server_env())
         assert res.returncode == 0 and f"{len(TINY_FILES)} unchanged" in res.stdout, res.stdout + res.stderr
-        is_error, text = await call(c, "index_status")
-        assert is_error and "was moved or deleted" in text, text  # it says so for as long as it runs
-    assert not errors, f"non-JSON-RPC output on the server's stdout: {errors}"
+
+    for agent_asks_first in (True, False):  # the agent's next call comes first, or a command in the new place
+        root = write_files(tmp_path / f"repo-{agent_asks_first}", TINY_FILES)
+        errors: list = []
+        async with mcp_client(root, errors) as c:
+            await wait_dense_ready(c)
+            moved = tmp_path / f"moved-{agent_asks_first}"
+            root.rename(moved)
+            if not agent_asks_first:
+                index_in(moved)  # it finds the server through the owner.json that moved, gone
+            is_error, text = await call(c, "search_code", query="invoice total with sales tax")
+            assert is_error and "was moved or deleted" in text and "has let go of it" in text, text
+            if agent_asks_first:
+                index_in(moved)
+            is_error, text = await call(c, "index_status")
+            assert is_error and "was moved or deleted" in text, text  # it says so for as long as it runs
+        assert not errors, f"non-JSON-RPC output on the server's stdout: {errors}"
 
 
 async def test_mcp_server_connects_at_once_while_another_process_holds_the_index(tmp_path: Path) -> None:
