@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 from coderag.base.code_id import code_id
 from coderag.base.errors import CodeRagError, IndexLockedError
-from coderag.base.handover import ask_owner_to_hand_over
+from coderag.base.handover import ask_owner_to_hand_over, owner_socket as handover_socket
 from coderag.base.lock import DEFAULT_WAIT_S
 from coderag.base.paths import index_dir
 
@@ -37,20 +37,8 @@ class RemoteError(CodeRagError):
 
 
 def owner_socket(root: Path) -> Optional[str]:
-    """The socket owner.json names; where that is gone and the index folder holds one, that one. An index
-    folder moved with its repository keeps its owner's socket file while owner.json names the old place: the
-    owner, reached there, finds itself moved and lets go of the index (IndexService.dispatch), so that the
-    caller opens it in its new place at once."""
-    from coderag.socket_server import SOCKET_NAME
-
-    try:
-        sock = json.loads((index_dir(root) / "owner.json").read_text("utf-8")).get("socket")
-    except (OSError, ValueError, AttributeError):
-        return None
-    here = index_dir(root) / SOCKET_NAME
-    if sock and not os.path.exists(sock) and here.exists():
-        return str(here)
-    return sock
+    """The socket of the owner of `root`'s index (base/handover.py `owner_socket`)."""
+    return handover_socket(index_dir(root))
 
 
 def owner_client(root: Path, replace_other_code: bool = True) -> Optional["IndexClient"]:

@@ -15,7 +15,6 @@ from typing import Callable, Optional
 
 NO_DAEMON_ENV = "CODERAG_NO_DAEMON"  # set to 1: every search opens the index itself (as --no-daemon)
 SPAWN_LOCK_NAME = "spawn.lock"
-OWNER_FILE = "owner.json"  # written by the owner (coderag/service.py) while it serves
 START_TIMEOUT_S = 300.0  # an owner that is still alive after this long without answering is not waited for
 POLL_S = 0.1
 
@@ -120,7 +119,7 @@ def owner_info(root: Path) -> Optional[dict]:
     if it is alive; read without a request to it: asking would count as use and put off its idle exit."""
     import json
 
-    from coderag.base.paths import index_dir
+    from coderag.base.paths import OWNER_FILE, index_dir
 
     try:
         info = json.loads((index_dir(root) / OWNER_FILE).read_text("utf-8"))

@@ -26,12 +26,11 @@ from coderag.base.errors import IndexLockedError, IndexMissingError
 from coderag.base.handover import HAND_OVER
 from coderag.owner_build import OwnerBuild
 from coderag.owner_changes import BUILDING, OwnerChanges  # noqa: F401 (BUILDING: public here)
-from coderag.base.paths import LOCK_NAME, LOG_NAME, ensure_index_dir, private_umask
+from coderag.base.paths import LOCK_NAME, LOG_NAME, OWNER_FILE, ensure_index_dir, private_umask
 from coderag.socket_server import SOCKET_NAME, bind, socket_path_for  # noqa: F401 (SOCKET_NAME: public here)
 
 log = logging.getLogger("coderag.service")
 
-OWNER_FILE = "owner.json"
 OPEN_WAIT_S = 300.0  # a request that reaches an owner still opening its index waits this long for it
 RESULT_MEMORY = 2048
 STOP_JOIN_S = 30.0

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 from coderag.base.errors import CodeRagError, error_text
+from coderag.base.paths import SOCKET_NAME  # noqa: F401 (public here too)
 
 log = logging.getLogger("coderag.service")
 
-SOCKET_NAME = "owner.sock"
 MAX_SOCKET_PATH = 100
 
 

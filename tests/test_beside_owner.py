@@ -287,6 +287,32 @@ def test_a_repository_moved_under_its_background_owner_is_served_in_its_new_plac
     assert "moved or deleted: the owner stops" in (moved / ".coderag" / "coderag.log").read_text()
 
 
+def test_a_notebook_in_a_moved_repositorys_new_place_opens_the_index_its_old_owner_held(repo: Path) -> None:
+    """An MCP server's repository is moved, and a notebook opens the index in the new place before the server
+    hears of it: CodeIndex.open reaches the server through the socket that moved with the index folder, the
+    server finds itself moved and lets go, and the notebook has the index at once (before: the hand-over found
+    no owner at the old socket path and the lock stayed held)."""
+    import pytest
+
+    from coderag import CodeIndex
+    from coderag.base.errors import IndexMissingError
+    from coderag.service import IndexService
+
+    svc = IndexService(repo, watch=False, serve=True).start()
+    try:
+        assert svc.dispatch("search", {"query": QUERY})["results"]
+        moved = repo.with_name("moved")
+        repo.rename(moved)
+        t0 = time.monotonic()
+        with CodeIndex.open(moved) as index:
+            assert index.search(QUERY)[0].file_path == "src/billing/invoice.py"
+        assert time.monotonic() - t0 < 30
+        with pytest.raises(IndexMissingError, match="has let go of it"):
+            svc.dispatch("search", {"query": QUERY})
+    finally:
+        svc.stop()
+
+
 def test_an_owner_in_process_says_its_repository_moved_and_what_to_do(repo: Path) -> None:
     """The MCP server is an owner in its own process, with no main loop of its own to end: its next tool call
     says the repository moved and what to do (before: answers from a tree that is not there)."""

@@ -22,23 +22,40 @@ from typing import Optional
 
 from coderag.base.errors import IndexLockedError
 from coderag.base.lock import WriterLock
-from coderag.base.paths import LOCK_NAME
+from coderag.base.paths import LOCK_NAME, OWNER_FILE, SOCKET_NAME
 
 HAND_OVER = "hand_over"  # the owner's request method (coderag/service.py)
-OWNER_FILE = "owner.json"
 ANSWER_TIMEOUT_S = 10.0  # the owner answers at once; it stops after answering
 HANDOVER_WAIT_S = 60.0  # how long the taker waits for the lock once the owner agreed (it finishes a batch first)
 
 
-def ask_owner_to_hand_over(index_dir: Path) -> Optional[int]:
-    """Ask the process that serves the index in `index_dir` to let go of it. Returns its pid when it agreed
-    (it releases the lock shortly), None when no owner answers. Raises IndexLockedError, in the owner's own
-    words, when it serves in the foreground and keeps the index."""
+def owner_socket(index_dir: Path) -> Optional[str]:
+    """The socket of the process that serves the index in `index_dir`: the one its owner.json names, or, where
+    that is gone and the folder holds one, the folder's own. An index folder moved with its repository keeps
+    its owner's socket file while owner.json names the old place; the owner, reached there, finds itself
+    moved and lets go of the index (IndexService.dispatch), so that the caller opens it in its new place."""
     try:
-        info = json.loads((Path(index_dir) / OWNER_FILE).read_text("utf-8"))
-        path = info["socket"]
+        sock = json.loads((Path(index_dir) / OWNER_FILE).read_text("utf-8"))["socket"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    here = Path(index_dir) / SOCKET_NAME
+    if sock and not os.path.exists(sock) and here.exists():
+        return str(here)
+    return sock
+
+
+def ask_owner_to_hand_over(index_dir: Path) -> Optional[int]:
+    """Ask the process that serves the index in `index_dir` to let go of it. Returns its pid when it agreed
+    (it releases the lock shortly) or has let go already (its repository moved away from under it), None when
+    no owner answers. Raises IndexLockedError, in the owner's own words, when it serves in the foreground and
+    keeps the index."""
+    path = owner_socket(index_dir)
+    if path is None:
+        return None
+    try:
+        info = json.loads((Path(index_dir) / OWNER_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        info = {}
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(ANSWER_TIMEOUT_S)
     try:
@@ -59,6 +76,8 @@ def ask_owner_to_hand_over(index_dir: Path) -> Optional[int]:
         err = answer["error"]
         if err.get("type") == "IndexLockedError":
             raise IndexLockedError(err.get("message", "The owner of the index keeps it."))
+        if err.get("type") == "IndexMissingError":  # it found its repository moved and has let go of the index
+            return int(info.get("pid", 0)) or None
         pid = info.get("pid", "?")  # an owner of an older coderag: it knows no hand-over
         raise IndexLockedError(f"The index in {index_dir} is served by another coderag process (pid {pid}) that "
                                f'cannot hand it over. Stop it ("kill {pid}"), then open the index again.')
