@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 from coderag.base.code_id import code_id
 from coderag.base.errors import CodeRagError, IndexLockedError
-from coderag.base.handover import ask_owner_to_hand_over, owner_socket as handover_socket
+from coderag.base.handover import ask_owner_to_hand_over, owner_record
 from coderag.base.lock import DEFAULT_WAIT_S
 from coderag.base.paths import index_dir
 
@@ -37,8 +37,9 @@ class RemoteError(CodeRagError):
 
 
 def owner_socket(root: Path) -> Optional[str]:
-    """The socket of the owner of `root`'s index (base/handover.py `owner_socket`)."""
-    return handover_socket(index_dir(root))
+    """The socket of the owner of `root`'s index (base/handover.py `owner_record`)."""
+    info = owner_record(index_dir(root))
+    return info.get("socket") if info is not None else None
 
 
 def owner_client(root: Path, replace_other_code: bool = True) -> Optional["IndexClient"]:

@@ -117,12 +117,11 @@ def await_owner(root: Path, proc: Optional[subprocess.Popen], spawn_fd: int,
 def owner_info(root: Path) -> Optional[dict]:
     """What the process serving the index of `root` wrote in owner.json (its pid, socket, start, code digest),
     if it is alive; read without a request to it: asking would count as use and put off its idle exit."""
-    import json
+    from coderag.base.handover import owner_record
+    from coderag.base.paths import index_dir
 
-    from coderag.base.paths import OWNER_FILE, index_dir
-
+    info = owner_record(index_dir(root))
     try:
-        info = json.loads((index_dir(root) / OWNER_FILE).read_text("utf-8"))
         os.kill(int(info["pid"]), 0)
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -29,19 +29,21 @@ ANSWER_TIMEOUT_S = 10.0  # the owner answers at once; it stops after answering
 HANDOVER_WAIT_S = 60.0  # how long the taker waits for the lock once the owner agreed (it finishes a batch first)
 
 
-def owner_socket(index_dir: Path) -> Optional[str]:
-    """The socket of the process that serves the index in `index_dir`: the one its owner.json names, or, where
-    that is gone and the folder holds one, the folder's own. An index folder moved with its repository keeps
-    its owner's socket file while owner.json names the old place; the owner, reached there, finds itself
-    moved and lets go of the index (IndexService.dispatch), so that the caller opens it in its new place."""
+def owner_record(index_dir: Path) -> Optional[dict]:
+    """What the process that serves the index in `index_dir` wrote in its owner.json (pid, socket, ...), None
+    where there is none. Its "socket" is the one owner.json names, or, where that is gone and the folder holds
+    one, the folder's own: an index folder moved with its repository keeps its owner's socket file while
+    owner.json names the old place. The owner, reached there, finds itself moved and lets go of the index
+    (IndexService.dispatch), so that the caller opens it in its new place."""
     try:
-        sock = json.loads((Path(index_dir) / OWNER_FILE).read_text("utf-8"))["socket"]
+        info = json.loads((Path(index_dir) / OWNER_FILE).read_text("utf-8"))
+        sock = info["socket"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     here = Path(index_dir) / SOCKET_NAME
     if sock and not os.path.exists(sock) and here.exists():
-        return str(here)
-    return sock
+        info["socket"] = str(here)
+    return info
 
 
 def ask_owner_to_hand_over(index_dir: Path) -> Optional[int]:
@@ -49,13 +51,10 @@ def ask_owner_to_hand_over(index_dir: Path) -> Optional[int]:
     (it releases the lock shortly) or has let go already (its repository moved away from under it), None when
     no owner answers. Raises IndexLockedError, in the owner's own words, when it serves in the foreground and
     keeps the index."""
-    path = owner_socket(index_dir)
-    if path is None:
+    info = owner_record(index_dir)
+    if info is None:
         return None
-    try:
-        info = json.loads((Path(index_dir) / OWNER_FILE).read_text("utf-8"))
-    except (OSError, ValueError):
-        info = {}
+    path = info["socket"]
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(ANSWER_TIMEOUT_S)
     try:
