@@ -216,7 +216,7 @@ class IndexHandle:
 
     def call(self, method: str, **params: Any) -> Any:
         for attempt in range(3):
-            target = self.target()
+            target = self._unless_moved_back(self.target())
             try:
                 if isinstance(target, IndexClient):
                     return target.call(method, **params)
@@ -228,6 +228,18 @@ class IndexHandle:
                         target.close()
                         self._target = None
         raise OwnerGone(f"could not reach or become the owner of {self.root}")
+
+    def _unless_moved_back(self, target):
+        """The owner here let go of the index when the repository moved (service.py `let_go`); with the
+        repository and its index back in this place, the handle opens them again rather than answer "moved"
+        for the rest of the MCP session."""
+        if not getattr(target, "let_go", False) or not index_dir(self.root).is_dir():
+            return target
+        log.warning("%s is back in its place: opening its index again", self.root)
+        with self._lock:
+            if self._target is target:
+                self._target = None  # it stopped when it let go
+        return self.target()
 
     def close(self) -> None:
         with self._lock:

@@ -222,6 +222,11 @@ class IndexService(OwnerBuild, OwnerChanges):
         lock = self._writer_lock
         return self._moved_away.is_set() or (lock is not None and not lock.in_place())
 
+    @property
+    def let_go(self) -> bool:
+        """Whether it saw its repository moved and let go of the index: it answers nothing more."""
+        return self._moved_away.is_set()
+
     def _let_go_of_moved_index(self) -> None:
         """The repository moved under an owner in its own process (the MCP server, which lives as long as
         Claude Code's session): it lets go of the index at once, once the requests under way have answered.
@@ -251,8 +256,9 @@ class IndexService(OwnerBuild, OwnerChanges):
             raise IndexMissingError(
                 f"{self.root} or its .coderag was moved or deleted after this coderag process (pid {os.getpid()}) "
                 "opened it, so it answers from it no more and has let go of it. Restart it where the repository is "
-                "now (in Claude Code: /mcp to reconnect coderag, or start claude in the repository's new folder); "
-                "a moved index is used as it is, a deleted one is built again.")
+                "now (in Claude Code: /mcp to reconnect coderag, or start claude in the repository's new folder), "
+                "or move it back (an MCP server then opens it again); a moved index is used as it is, a deleted one is "
+                "built again.")
         if method in ("ping", HAND_OVER):
             return handler(**params)
         with self._requests:

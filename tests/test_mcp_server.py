@@ -352,7 +352,7 @@ async def test_mcp_first_start_answers_from_bm25_while_the_dense_side_builds(tmp
 async def test_mcp_server_of_a_moved_repository_lets_go_of_its_index(tmp_path: Path) -> None:
     """The repository is moved while Claude Code's server runs: the next tool call says so and what to do, and
     the index, which moved with the folder, is at once usable in its new place (before, the server held its
-    locks for the rest of the session)."""
+    locks for the rest of the session); moved back, the server answers from it again."""
     import subprocess
 
     def index_in(folder: Path) -> None:
@@ -374,7 +374,10 @@ async def test_mcp_server_of_a_moved_repository_lets_go_of_its_index(tmp_path: P
             if agent_asks_first:
                 index_in(moved)
             is_error, text = await call(c, "index_status")
-            assert is_error and "was moved or deleted" in text, text  # it says so for as long as it runs
+            assert is_error and "was moved or deleted" in text, text  # it says so while the repository is away
+            moved.rename(root)  # and back: the server opens the index again (before: "moved" until it ended)
+            doc = await search(c, "invoice total with sales tax")
+            assert results(doc)[0]["path"] == "src/billing/invoice.py", ET.tostring(doc, encoding="unicode")
         assert not errors, f"non-JSON-RPC output on the server's stdout: {errors}"
 
 
