@@ -25,7 +25,7 @@ import math
 import re
 from collections import Counter
 from functools import lru_cache
-from typing import Dict, List, Sequence, Tuple
+from typing import AbstractSet, Dict, List, Sequence, Tuple
 
 from llama_index.core.schema import NodeWithScore
 
@@ -88,6 +88,16 @@ def query_phrase(query: str) -> str:
     return phrase if len(phrase.split(" ")) >= PHRASE_MIN_WORDS else ""
 
 
+def holds_phrase(text: str, phrase: str) -> bool:
+    """Whether `text` holds a query's `phrase` (query_phrase) word for word as phrase_of reads it, across line
+    breaks and comment markers. Its longest word is looked for first: a cheap test that most candidates fail.
+
+    >>> holds_phrase("# Split text into lines\\n# such that each fits.", "split text into lines such that")
+    True
+    """
+    return max(phrase.split(" "), key=len) in text.lower() and phrase in phrase_of(text)
+
+
 def quote_counts(role: str, wanted: str | None) -> bool:
     """Whether a candidate of file role `role` that holds the query word for word (a phrase, a printed message)
     is what a query that asks for role `wanted` (or None) asks for. A test states the behaviour it checks in a
@@ -130,15 +140,17 @@ def declares_only(metadata: dict) -> bool:
 def _fields(text: str, path: str, symbols: Tuple[str, ...]) -> Tuple[frozenset, ...]:
     """The term sets of a chunk's fields: path, file name, symbols, comments, string literals, all code.
     Cached on the chunk itself, so a resident owner splits a chunk once however often it is a candidate."""
-    comments, strings = [], []
-    for line in text.splitlines():
-        if _COMMENT_LINE.match(line):
-            comments.append(line)
-    for m in _LITERAL.finditer(text):
-        strings.append(m.group(1) or m.group(2) or m.group(3) or "")
+    is_comment = _COMMENT_LINE.match
+    comments = [line for line in text.splitlines() if is_comment(line)]
+    strings = [a or b or c for a, b, c in _LITERAL.findall(text)]  # the one group that matched
+    return (*_path_fields(path), term_set(" ".join(symbols)), term_set("\n".join(comments)),
+            term_set(" ".join(strings)), term_set(text))
+
+
+def _path_fields(path: str) -> Tuple[frozenset, frozenset]:
+    """The term sets of a file's path and of its name (the last part, less its extension)."""
     name = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    return (term_set(path.replace("/", " ")), term_set(name), term_set(" ".join(symbols)),
-            term_set("\n".join(comments)), term_set(" ".join(strings)), term_set(text))
+    return term_set(path.replace("/", " ")), term_set(name)
 
 
 def query_terms(text: str) -> List[str]:
@@ -147,9 +159,15 @@ def query_terms(text: str) -> List[str]:
     return list(dict.fromkeys(t for t in code_terms(text) if t not in stops))
 
 
-def _cover(terms: Sequence[str], weights: Dict[str, float], field: frozenset) -> float:
-    total = sum(weights[t] for t in terms)
-    return sum(weights[t] for t in terms if t in field) / total if total else 0.0
+class _Cover:
+    """The share of the query's term weight that a field's term set holds (0.0 for a query of no terms)."""
+
+    def __init__(self, terms: Sequence[str], weights: Dict[str, float]) -> None:
+        self.weighted = [(t, weights[t]) for t in terms]
+        self.total = sum(w for _, w in self.weighted)
+
+    def __call__(self, field: AbstractSet[str]) -> float:
+        return sum(w for t, w in self.weighted if t in field) / self.total if self.total else 0.0
 
 
 def _leg_table(results: Dict[str, List[NodeWithScore]]) -> Dict[str, Dict[str, Tuple[float, int, float]]]:
@@ -206,15 +224,16 @@ def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchReque
         file_rank[leg] = {p: (i if max(per_file[p][leg]) > 0 else ABSENT_RANK) for i, p in enumerate(order)}
     firsts = {leg: min(legs[leg], key=lambda nid: legs[leg][nid][1]) for leg in (DENSE, BM25) if legs.get(leg)}
     agreed = file_of[firsts[DENSE]] if len(firsts) == 2 and file_of[firsts[DENSE]] == file_of[firsts[BM25]] else None
-    path_cover = {p: _cover(terms, weights, term_set(p.replace("/", " "))) for p in per_file}
+    cover = _Cover(terms, weights)
+    path_cover = {p: cover(_path_fields(p)[0]) for p in per_file}
     # How much of the query a file's candidates cover together: a change described in words that fall on
     # several of one file's chunks is in that file, though no one chunk holds them all.
     file_terms: Dict[str, set] = {}
     for nid in ids:
         file_terms.setdefault(file_of[nid], set()).update(fields[nid][5])
-    file_cover = {p: _cover(terms, weights, frozenset(t)) for p, t in file_terms.items()}
+    file_cover = {p: cover(t) for p, t in file_terms.items()}
     best_file_cover = max(file_cover.values()) or 1.0
-    code_cover = {nid: _cover(terms, weights, fields[nid][5]) for nid in ids}
+    code_cover = {nid: cover(fields[nid][5]) for nid in ids}
     best_code_cover = max(code_cover.values()) or 1.0
 
     phrase = query_phrase(query) if reading is None else ""
@@ -249,13 +268,12 @@ def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchReque
         defined = sum(1 for i in idents if defines_name(m, text, i))
         used = sum(1 for i in idents if uses_name(text, i)) if idents else 0
         report_rank = next((i for i, name in enumerate(report_names) if defines_name(m, text, name)), None)
-        row += [_cover(terms, weights, f_path), _cover(terms, weights, f_name), _cover(terms, weights, f_sym),
-                _cover(terms, weights, f_comment), _cover(terms, weights, f_string), code_cover[nid],
+        row += [cover(f_path), cover(f_name), cover(f_sym), cover(f_comment), cover(f_string), code_cover[nid],
                 code_cover[nid] / best_code_cover,
                 (sum(1 for t in terms if t in f_code) / len(terms)) if terms else 0.0,
                 defined / len(idents) if idents else 0.0, used / len(idents) if idents else 0.0,
                 1.0 / (report_rank + 1) if report_rank is not None else 0.0,
-                float(bool(phrase) and quote_counts(role, wanted) and phrase in phrase_of(text)),
+                float(bool(phrase) and quote_counts(role, wanted) and holds_phrase(text, phrase)),
                 message_coverage(text, query) if check_message and quote_counts(role, wanted) else 0.0,
                 (sum(1 for k in req.keywords if k in text) / len(req.keywords)) if req.keywords else 0.0]
         kind = m.get(KIND_KEY, "")

@@ -14,8 +14,8 @@ from llama_index.core.schema import NodeWithScore
 
 from coderag.nodes.file_roles import DOCS, TESTS, file_role
 from coderag.nodes.keys import FILE_PATH_KEY, LANGUAGE_KEY
-from coderag.pipelines.features import (NON_CODE_LANGUAGES, declares_only, defines_name, is_report_noise,
-                                        is_unnamed_window, phrase_of, query_phrase, quote_counts)
+from coderag.pipelines.features import (NON_CODE_LANGUAGES, declares_only, defines_name, holds_phrase,
+                                        is_report_noise, is_unnamed_window, query_phrase, quote_counts)
 from coderag.pipelines.search_request import BM25, DENSE, QueryKind, SearchRequest
 from coderag.queries.literals import message_coverage
 from coderag.queries.names import uses_name
@@ -171,11 +171,9 @@ class Rules:
                 factor[nid] *= self.keyword_factor(nws, req.keywords, power)
         phrase = query_phrase(req.query_str) if self.phrase_boost and req.kind is not QueryKind.REPORT else ""
         if phrase:
-            longest = max(phrase.split(" "), key=len)  # a cheap first test, which most candidates fail
             for nid, nws in by_id.items():
                 text = nws.node.get_content()
-                quoted = longest in text.lower() and phrase in phrase_of(text)
-                if (quoted or message_coverage(text, req.query_str) >= PASTED_MESSAGE_SHARE) \
+                if (holds_phrase(text, phrase) or message_coverage(text, req.query_str) >= PASTED_MESSAGE_SHARE) \
                         and quote_counts(file_role(nws.node.metadata.get(FILE_PATH_KEY, ""),
                                                    nws.node.metadata.get(LANGUAGE_KEY, "")), req.role_asked_for):
                     factor[nid] *= 1.0 + self.phrase_boost  # a docstring quoted, or a message its template printed

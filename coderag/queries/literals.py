@@ -48,6 +48,18 @@ def message_pieces(literal: str) -> list[str]:
     return [p for p in (_norm(piece) for piece in _PLACEHOLDER.split(literal)) if p]
 
 
+def message_templates(text: str) -> list[tuple[list[str], int]]:
+    """The messages `text` can print that say enough in their own words to count (MIN_FIXED_CHARS,
+    MIN_FIXED_WORDS): each as its fixed pieces and their length."""
+    out = []
+    for literal in _messages(text):
+        pieces = message_pieces(literal)
+        fixed = sum(len(p) for p in pieces)
+        if fixed >= MIN_FIXED_CHARS and len(" ".join(pieces).split()) >= MIN_FIXED_WORDS:
+            out.append((pieces, fixed))
+    return out
+
+
 def message_coverage(text: str, query: str) -> float:
     """The share of the (whitespace-normalised) query that a string literal of `text` prints: its fixed pieces
     occur in the query in order and say at least MIN_FIXED_WORDS words and MIN_FIXED_CHARS characters. 0.0
@@ -59,13 +71,12 @@ def message_coverage(text: str, query: str) -> float:
     >>> message_coverage('raise ValueError("invalid value")', "invalid value")
     0.0
     """
+    templates = message_templates(text)
+    if not templates:
+        return 0.0
     q = _norm(query)
     best = 0.0
-    for literal in _messages(text):
-        pieces = message_pieces(literal)
-        fixed = sum(len(p) for p in pieces)
-        if fixed < MIN_FIXED_CHARS or len(" ".join(pieces).split()) < MIN_FIXED_WORDS:
-            continue
+    for pieces, fixed in templates:
         at = 0
         for piece in pieces:
             at = q.find(piece, at)
