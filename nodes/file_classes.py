@@ -45,8 +45,10 @@ SECRET, DATA = "secret", "data"
 # unquoted at a line's end or in XML, and hex keys; passwords in connection strings; Terraform's `.tfvars`
 # files; 8: such values of eight to eleven characters, and random UUIDs under a secret's name; 9: random
 # values in one letter case under a secret's name; 10: New Relic, Linear, Square, age, Mailgun, Mailchimp and
-# 1Password tokens, and bearer tokens written out in a header.
-RULES_VERSION = "10"
+# 1Password tokens, and bearer tokens written out in a header; 11: Doppler, Grafana, Postman, Sentry, Atlassian,
+# Slack app, Mapbox and Facebook tokens, and values under an admin, master, signing, encryption or
+# service-role key's name.
+RULES_VERSION = "11"
 RECHECKED_REASONS = frozenset({SECRET, "encoding"})
 
 # Files in these languages are code or prose whatever their numbers: the row and base64 sniffs are for the

@@ -78,6 +78,29 @@ _API_TOKENS = (
     ("Mailchimp key", (b"-us",), re.compile(rb"(?<![A-Za-z0-9_-])([a-f0-9]{32}-us[0-9]{1,2})(?![A-Za-z0-9_-])"),
      "two"),
     ("1Password token", (b"ops_eyJ",), re.compile(rb"(?<![A-Za-z0-9_])ops_(eyJ[A-Za-z0-9+/]{250,}={0,3})"), "cases"),
+    # Doppler's service, personal, CLI and service-account tokens (a service token names its config:
+    # `dp.st.prd.<40>`), Grafana's service-account and Cloud tokens, Postman's API keys, Sentry's organisation
+    # and user auth tokens, Atlassian's API tokens, Slack's app-level tokens, Mapbox's secret tokens (`sk.` and
+    # a JWT-like body of two parts, which the JSON web token rule does not read), Facebook's access tokens.
+    ("Doppler token", (b"dp.",),
+     re.compile(rb"(?<![A-Za-z0-9_.-])dp\.(?:st|sa|ct|pt|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?([A-Za-z0-9]{40,44})"
+                rb"(?![A-Za-z0-9_-])"), "cases"),
+    ("Grafana token", (b"glsa_",),
+     re.compile(rb"(?<![A-Za-z0-9_])glsa_([A-Za-z0-9]{32}_[A-Fa-f0-9]{8})" + _TOKEN_END), "cases"),
+    ("Grafana token", (b"glc_eyJ",),
+     re.compile(rb"(?<![A-Za-z0-9_])glc_(eyJ[A-Za-z0-9+/]{29,400}={0,2})(?![A-Za-z0-9+/=_])"), "cases"),
+    ("Postman key", (b"PMAK-",),
+     re.compile(rb"(?<![A-Za-z0-9_-])PMAK-([a-f0-9]{24}-[a-f0-9]{34})(?![A-Za-z0-9_-])"), "two"),
+    ("Sentry token", (b"sntrys_",),
+     re.compile(rb"(?<![A-Za-z0-9_])sntrys_(eyJ[A-Za-z0-9+/=_]{50,})(?![A-Za-z0-9+/=_])"), "cases"),
+    ("Sentry token", (b"sntryu_",), re.compile(rb"(?<![A-Za-z0-9_])sntryu_([a-f0-9]{64})" + _TOKEN_END), "two"),
+    ("Atlassian token", (b"ATATT3",),
+     re.compile(rb"(?<![A-Za-z0-9_-])ATATT3([A-Za-z0-9_=-]{180,})(?![A-Za-z0-9_=-])"), "cases"),
+    ("Slack token", (b"xapp-",),
+     re.compile(rb"(?<![A-Za-z0-9_-])xapp-[0-9]-[A-Z0-9]{8,}-[0-9]{8,}-([a-f0-9]{64})(?![A-Za-z0-9_-])"), "two"),
+    ("Mapbox token", (b"sk.eyJ",),
+     re.compile(rb"(?<![A-Za-z0-9_.-])sk\.(eyJ[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,})(?![A-Za-z0-9_.-])"), "cases"),
+    ("Facebook token", (b"EAA",), re.compile(rb"(?<![A-Za-z0-9_])EAA([A-Za-z0-9]{90,})" + _TOKEN_END), "cases"),
     # A bearer token written out in an Authorization header (`"Authorization": "Bearer <token>"`, a curl
     # line): whoever has it is the caller. Two kinds of character, sixteen or more: `Bearer {token}`,
     # `Bearer ` + a variable and `Bearer YOUR_TOKEN` are code.
@@ -139,7 +162,8 @@ def _looks_random(body: bytes, rule: str) -> bool:
 
 # A password or key that no issuer's shape names, found by the name it is given: a value of eight or more
 # characters assigned (`=`, `:`, `=>`) to a name that ends in password, secret, token, api key, access key,
-# auth key, private key or client secret (`DB_PASSWORD = "..."`, `"apiKey": "..."`, `password: ...` in YAML,
+# auth key, private key, client secret, or an admin, master, signing, encryption or service-role key
+# (`DB_PASSWORD = "..."`, `"apiKey": "..."`, `password: ...` in YAML, `ALGOLIA_ADMIN_KEY=...`,
 # `db.password=...` in a properties file, `export API_TOKEN=...`), or quoted after the quoted name as the
 # next argument (`define('DB_PASSWORD', '...')`, `os.getenv("API_TOKEN", "...")`). The value must look random:
 # two digits and both letter cases (a class name such as "PasswordInput2" has one digit; "Tr0ub4dor&3" is a
@@ -173,7 +197,8 @@ _UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 _UUID_DIGITS = 12
 _EXAMPLE_UUIDS = (b"123e4567-e89b-12d3-a456-426614174000", b"550e8400-e29b-41d4-a716-446655440000")
 _SECRET_NAME = re.compile(rb"(?i:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key"
-                          rb"|private[_-]?key|client[_-]?secret)((?:[_.-][A-Za-z0-9_.-]{0,24}|[A-Z][A-Za-z0-9]{0,24})?)"
+                          rb"|private[_-]?key|client[_-]?secret|(?:admin|master|signing|encryption|service[_-]?role)[_-]?key)"
+                          rb"((?:[_.-][A-Za-z0-9_.-]{0,24}|[A-Z][A-Za-z0-9]{0,24})?)"
                           rb"[\"']?\]?[ \t]*$")
 _NAME_WINDOW = 48  # bytes before the operator where the name is looked for
 _PUBLIC_KEYS = (b"sk_test_", b"pk_test_", b"rk_test_", b"pk_live_")  # Stripe's test and publishable keys

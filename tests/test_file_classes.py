@@ -207,6 +207,17 @@ TOKENS = {
     "mailgun": "ke" + "y-" + fake(32, 65),
     "mailchimp": fake(32, 66, "0123456789abcdef") + "-us6",
     "1password": "ops" + "_eyJ" + fake(260, 67, _BASE62 + "+/"),
+    "doppler service": "dp" + ".st.prd." + fake(40, 70),
+    "doppler personal": "dp" + ".pt." + fake(43, 71),
+    "grafana service account": "gl" + "sa_" + fake(32, 72) + "_" + fake(8, 73, "0123456789abcdef"),
+    "grafana cloud": "gl" + "c_eyJ" + fake(80, 74, _BASE62 + "+/") + "=",
+    "postman": "PM" + "AK-" + fake(24, 75, "0123456789abcdef") + "-" + fake(34, 76, "0123456789abcdef"),
+    "sentry org": "sntr" + "ys_eyJ" + fake(120, 77, _BASE62 + "+/="),
+    "sentry user": "sntr" + "yu_" + fake(64, 78, "0123456789abcdef"),
+    "atlassian": "ATA" + "TT3x" + fake(182, 79, _BASE62 + "-_="),
+    "slack app": "xa" + "pp-1-A0" + "7QK2M9XW4T-8123456789012-" + fake(64, 80, "0123456789abcdef"),
+    "mapbox": "s" + "k.eyJ1Ijoi" + fake(60, 81, _BASE62 + "-_") + "." + fake(22, 82, _BASE62 + "-_"),
+    "facebook": "EA" + "ACEdEose0cBA" + fake(100, 83),
 }
 
 
@@ -317,6 +328,10 @@ def test_file_classes_api_tokens_are_secrets(kind: str, wrap: str) -> None:
     'headers = {"Authorization": f"Bearer {token}"}\nauth = "Bearer " + token\n',
     "Authorization: Bearer YOUR_ACCESS_TOKEN\nAuthorization: Bearer <token>\nuse a bearer token instead\n",
     "monkey-" + fake(32, 69) + "\nSQUARE_TOKEN=sq0" + "atp-" + "x" * 22 + "\n",
+    # the new issuers' prefixes before placeholders or inside names, and keys named so that are no secret
+    "DOPPLER_TOKEN=dp" + ".st." + "x" * 40 + "\nGRAFANA=gl" + "sa_" + "X" * 32 + "_00000000\n",
+    "from fbsdk import EA" + "AClient\nmapbox = 's" + "k.eyJ1Ijoi' + user\nctx = gl" + "c_CreateContextWithAttributes12Ab()\n",
+    'PRIMARY_KEY = "user_id"\ncache_key = "' + NAMED_VALUE + '"\nSIGNING_KEY_PATH = "/etc/keys/signing.pem"\n',
     # Slack's documented placeholder webhook
     "url: https://hooks.slack.com/services/T00000000/B00000000/" + "X" * 24 + "\n",
     # URLs whose password is an example or a template, and URLs with a user and no password
@@ -395,6 +410,10 @@ def test_file_classes_a_secret_is_placed_on_the_line_an_editor_shows() -> None:
     ("ACME_API_KEY=" + UPPER_KEY + "\n", NAMED, UPPER_KEY),
     ('DEPLOY_TOKEN = "' + GROUPED_KEY + '"\n', NAMED, GROUPED_KEY),
     ("airtable:\n  api_key: " + LOWER_KEY + "\n", NAMED, LOWER_KEY),
+    # keys that say what they are by other names: a search service's admin key, a signing or service-role key
+    ('ALGOLIA_ADMIN_KEY = "' + HEX_KEY + '"\n', NAMED, HEX_KEY),
+    ("jwt:\n  signing_key: " + NAMED_VALUE + "\n", NAMED, NAMED_VALUE),
+    ('SUPABASE_SERVICE_ROLE_KEY="' + NAMED_VALUE + '"\n', NAMED, NAMED_VALUE),
     ('{"api_token": "' + UUID_KEY.upper() + '"}\n', NAMED, UUID_KEY.upper()),
     # quotes escaped: code inside a string, or a string inside JSON
     ('cmd = "export API_TOKEN=\\"' + NAMED_VALUE + '\\""\n', NAMED, NAMED_VALUE),
