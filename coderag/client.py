@@ -230,12 +230,13 @@ class IndexHandle:
         raise OwnerGone(f"could not reach or become the owner of {self.root}")
 
     def _unless_moved_back(self, target):
-        """The owner here let go of the index when the repository moved (service.py `let_go`); with the
-        repository and its index back in this place, the handle opens them again rather than answer "moved"
-        for the rest of the MCP session."""
-        if not getattr(target, "let_go", False) or not index_dir(self.root).is_dir():
+        """The owner here let go of the index when the repository or its index folder moved or was deleted
+        (service.py `let_go`); with a repository in this place again (moved back, cloned again, its `.coderag`
+        deleted to start afresh), the handle opens its index, or builds one, rather than answer "moved" for
+        the rest of the MCP session."""
+        if not getattr(target, "let_go", False) or not self.root.is_dir():
             return target
-        log.warning("%s is back in its place: opening its index again", self.root)
+        log.warning("%s is in its place again: opening its index", self.root)
         with self._lock:
             if self._target is target:
                 self._target = None  # it stopped when it let go

@@ -257,8 +257,8 @@ class IndexService(OwnerBuild, OwnerChanges):
                 f"{self.root} or its .coderag was moved or deleted after this coderag process (pid {os.getpid()}) "
                 "opened it, so it answers from it no more and has let go of it. Restart it where the repository is "
                 "now (in Claude Code: /mcp to reconnect coderag, or start claude in the repository's new folder), "
-                "or move it back (an MCP server then opens it again); a moved index is used as it is, a deleted one is "
-                "built again.")
+                "or move it back; a moved index is used as it is, a deleted one is built again (an MCP server does "
+                "either at its next call once the repository is in its place).")
         if method in ("ping", HAND_OVER):
             return handler(**params)
         with self._requests:

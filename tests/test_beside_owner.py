@@ -313,6 +313,31 @@ def test_a_notebook_in_a_moved_repositorys_new_place_opens_the_index_its_old_own
         svc.stop()
 
 
+def test_an_mcp_servers_index_deleted_under_it_is_built_again_at_the_next_call(repo: Path) -> None:
+    """The MCP server's handle (client.IndexHandle, in process): `.coderag` is deleted to start afresh; the next
+    call says so, and the one after builds the index again and answers (before: "moved or deleted" until the
+    session ended)."""
+    import shutil
+
+    from coderag.base.errors import IndexMissingError
+    from coderag.client import IndexHandle
+
+    handle = IndexHandle(repo, watch=False)
+    try:
+        assert handle.call("search", query=QUERY)["results"]
+        shutil.rmtree(repo / ".coderag")
+        with pytest.raises(IndexMissingError, match="was moved or deleted"):
+            handle.call("search", query=QUERY)
+        deadline = time.monotonic() + TIMEOUT_S
+        while not (res := handle.call("search", query=QUERY))["results"]:  # BM25 first, as a first build answers
+            assert time.monotonic() < deadline, res
+            time.sleep(0.2)
+        assert res["results"][0]["file_path"] == "src/billing/invoice.py"
+        assert (repo / ".coderag" / "index.db").is_file()
+    finally:
+        handle.close()
+
+
 def test_an_owner_in_process_says_its_repository_moved_and_what_to_do(repo: Path) -> None:
     """The MCP server is an owner in its own process, with no main loop of its own to end: its next tool call
     says the repository moved and what to do (before: answers from a tree that is not there)."""
