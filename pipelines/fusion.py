@@ -127,7 +127,10 @@ class WeightedFusionRetriever(QueryFusionRetriever):
             if self.ranker == BLEND and self.learned_share > 0.0 and fused and {DENSE, BM25} <= results.keys():
                 # Only over both legs: the model learned from candidates of both, and a search while the vectors
                 # are still being built, or with one leg asked for, would feed it the other leg's evidence as
-                # absent.
+                # absent. The rules' own scores stay on the request for the payload's cut: the model, trained
+                # where no answer is documentation, would otherwise hide a README that answers a question
+                # (eval/RESULTS.md, "a README that answers a question").
+                req.cut_scores = dict(fused)
                 fused = blend(fused, self._learned_probabilities(results, req, by_id), self.learned_share)
             out = [NodeWithScore(node=by_id[nid].node, score=score)
                    for nid, score in sorted(fused.items(), key=lambda kv: kv[1], reverse=True)]

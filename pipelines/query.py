@@ -49,17 +49,26 @@ APPROX_CHARS_PER_TOKEN = 3.2
 PRESELECT_SLACK = 1.5
 
 
-def _preselect(nodes: list, max_tokens: int, cut_ratio: float) -> list:
+def _preselect(nodes: list, max_tokens: int, cut_ratio: float, cut_scores: Optional[dict] = None) -> list:
     """Best-first candidates until about 1.5x the budget is covered: merging and packing then work on
-    what can be shown, so a weak chunk never drags its neighbours into a strong block."""
+    what can be shown, so a weak chunk never drags its neighbours into a strong block. A candidate under
+    `cut_ratio` x the best is left out unless `cut_scores`, where the request has them (the rules' scores of a
+    blended order), put it above: a reordering never hides what the rules would show, nor what it lifts."""
     nodes = sorted(nodes, key=lambda n: n.get_score(), reverse=True)
     if not nodes:
         return nodes
-    floor = nodes[0].get_score() * cut_ratio
+    cut_scores = cut_scores or {}
+
+    def cut_score(n) -> float:
+        return max(n.get_score(), cut_scores.get(n.node.node_id, 0.0))
+
+    floor = max(cut_score(n) for n in nodes) * cut_ratio
     out, used = [], 0.0
     for n in nodes:
-        if out and (used >= max_tokens * PRESELECT_SLACK or n.get_score() < floor):
+        if out and used >= max_tokens * PRESELECT_SLACK:
             break
+        if out and cut_score(n) < floor:
+            continue
         out.append(n)
         used += len(n.node.get_content()) / APPROX_CHARS_PER_TOKEN
     return out
@@ -164,7 +173,7 @@ class SearchEngine:
             cut_ratio = r.cut_ratio if mode == SCORES else r.rrf_cut_ratio
         if opts.requires_exact_match:
             cut_ratio = 0.0  # every chunk that holds the keywords was asked for: the budget alone bounds them
-        nodes = _preselect(nodes, opts.max_tokens, cut_ratio)
+        nodes = _preselect(nodes, opts.max_tokens, cut_ratio, req.cut_scores if req is not None else None)
         # A lone chunk of a file just found unchanged is shown as indexed, without reading the file; not while
         # an ingestion runs in another thread, when the store and the manifest may briefly disagree.
         unchanged = frozenset(checked - stale) if quiet else frozenset()

@@ -49,6 +49,9 @@ class SearchRequest(QueryBundle):
     while_embedding: Optional[Callable[[list], None]] = None  # work done while a helper embeds the query
     unchanged_files: frozenset = frozenset()  # files just found to be the content indexed (merge reads none)
     lines: Any = None  # the request's LineSource: every file read once, as it is now
+    # Node id -> the rules' fused score, where the blend reordered the candidates (pipelines/fusion.py): the
+    # payload's cut reads these, so the blend changes what comes first and never hides what the rules show.
+    cut_scores: dict = field(default_factory=dict)
 
     @property
     def dense_text(self) -> str:
