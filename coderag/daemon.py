@@ -121,6 +121,8 @@ def owner_info(root: Path) -> Optional[dict]:
     from coderag.base.paths import index_dir
 
     info = owner_record(index_dir(root))
+    if info is None:
+        return None
     try:
         os.kill(int(info["pid"]), 0)
     except (OSError, ValueError, KeyError, TypeError):
