@@ -49,8 +49,13 @@ _LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"|\'((?:[^\'\\\n]|\\.)*)\'|`([^`]*)`
 _PHRASE_COMMENT = re.compile(r"^[ \t]*(?:/\*\*?|\*/|\*|///?|#+|--|;+)", re.M)
 _PHRASE_EDGES = "`'\" .:;,!?"
 _SPACE = re.compile(r"\s+")
-_NOISE_NAMES = re.compile(r"^(changelog|changes|history|news|release[-_ ]?notes|whatsnew|authors|contributors"
-                          r"|code_of_conduct|contributing)([-_.].*)?$", re.I)
+# Changelogs by the names projects give them (CHANGES, HISTORY, NEWS, RELEASES, anyio's versionhistory), and the
+# folders that collect their entries before a release (towncrier's newsfragments and changelog.d, CPython's
+# NEWS.d, the changesets of JavaScript monorepos).
+_NOISE_NAMES = re.compile(r"^(changelog|changes|(version[-_]?)?history|news|releases|release[-_ ]?notes|whatsnew"
+                          r"|authors|contributors|code_of_conduct|contributing)([-_.].*)?$", re.I)
+_NOISE_FOLDERS = frozenset(("changelog", "changes", "whatsnew", "release-notes", "changelog.d", "newsfragments",
+                            "news.d", ".changeset"))
 
 QUERY_FEATURES = ("q_words", "q_long", "q_idents", "q_code_idents", "q_definition", "q_usages", "q_pasted_error",
                   "q_frames", "q_wants_tests", "q_wants_docs", "q_keywords", "q_legs_agree")
@@ -111,13 +116,21 @@ def quote_counts(role: str, wanted: str | None) -> bool:
     return role != TESTS or wanted == TESTS
 
 
-def is_report_noise(path: str) -> bool:
+def is_report_noise(path: str, language: str) -> bool:
     """Files a bug report or a change's description resembles without being where it is fixed or made:
     issue and PR templates, changelogs and release notes (they quote past reports and changes), contributor
-    lists."""
+    lists. A changelog's name on code (`history.py`, `changes.py`) is a module like any other: only prose is
+    noise by its name.
+
+    >>> [is_report_noise(p, lang) for p, lang in (("docs/versionhistory.rst", "rst"), ("CHANGES", "text"),
+    ...     (".changeset/quiet-owls.md", "markdown"), ("src/history.py", "python"), ("docs/history.md", "markdown"))]
+    [True, True, True, False, True]
+    """
     parts = path.split("/")
-    return (parts[0] in (".github", ".gitlab") or _NOISE_NAMES.match(parts[-1]) is not None
-            or any(p in ("changelog", "changes", "whatsnew", "release-notes", "changelog.d") for p in parts[:-1]))
+    if parts[0] in (".github", ".gitlab"):
+        return True
+    return language in DOC_LANGUAGES and (_NOISE_NAMES.match(parts[-1]) is not None
+                                          or any(p.lower() in _NOISE_FOLDERS for p in parts[:-1]))
 
 
 def is_unnamed_window(metadata: dict) -> bool:
@@ -281,7 +294,8 @@ def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchReque
         start, end = int(m.get(START_LINE_KEY, 1) or 1), int(m.get(END_LINE_KEY, 1) or 1)
         row += [float(nid in legs.get(DENSE, {}) and nid in legs.get(BM25, {})), float(role == TESTS),
                 float(role == DOCS), float(role == EXAMPLES), float(wanted is not None and role == wanted),
-                float(language in NON_CODE_LANGUAGES), float(is_unnamed_window(m)), float(is_report_noise(path)),
+                float(language in NON_CODE_LANGUAGES), float(is_unnamed_window(m)),
+                float(is_report_noise(path, language)),
                 float(kind == "window"), float(kind == "section"), float(kind in CONTAINER_KINDS),
                 symbol.count(".") + (1 if symbol else 0), end - start + 1, float(declares_only(m))]
         rows.append(row)

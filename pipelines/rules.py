@@ -233,7 +233,7 @@ class Rules:
                 factor[nid] *= declaration
             if language in NON_CODE_LANGUAGES:
                 factor[nid] *= non_code
-            if is_report_noise(path):
+            if is_report_noise(path, language):
                 factor[nid] *= noise
 
     def _first_place_to_the_agreed_file(self, fused: Dict[str, float], by_id: Dict[str, NodeWithScore],

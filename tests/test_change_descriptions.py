@@ -98,3 +98,41 @@ def test_question_about_a_release_keeps_the_changelog(repo: Path, query: str, ra
     """A question about what changed, and in which release, is answered by the changelog: it keeps its weight."""
     files = _files(repo, query, "hybrid", ranker=ranker)
     assert files[0] == first and "CHANGELOG.md" in files
+
+
+HISTORY_FILES = {
+    "src/shell/history.py": '''\
+        """The commands typed at the prompt, kept in a file between sessions."""
+        from pathlib import Path
+
+
+        def save_history(commands, path=Path("~/.shell_history")):
+            """Append the commands typed in this session to the history file."""
+            with path.expanduser().open("a") as f:
+                f.writelines(c + "\\n" for c in commands)
+        ''',
+    "src/shell/prompt.py": '''\
+        """The prompt: read a command, run it, remember it."""
+
+
+        def read_commands(read=input):
+            commands = []
+            while (line := read("$ ")) != "exit":
+                commands.append(line)
+            return commands
+        ''',
+    "docs/history.md": "# History\n\n## 1.2\n- Commands typed at the prompt are saved to a history file.\n",
+}
+
+
+@pytest.mark.parametrize("ranker", ["rules", "blend"])
+def test_a_module_named_like_a_changelog_is_code(tmp_path: Path, ranker: str) -> None:
+    """`history.py` is a module like any other: only prose is weighed as a changelog by its name (the module
+    weighed 0.3 when its name alone decided)."""
+    from coderag import index_repository
+
+    root = write_files(tmp_path / "shell", HISTORY_FILES)
+    index_repository(root, settings=Settings())
+    files = _files(root, "save the commands typed at the prompt to the history file", "hybrid", ranker=ranker)
+    assert files[0] == "src/shell/history.py"
+    assert files.index("src/shell/history.py") < files.index("docs/history.md")
