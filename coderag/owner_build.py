@@ -128,7 +128,7 @@ class OwnerBuild:
             try:
                 self.progress.update(phase="indexing", done=0, total=0)
                 summary = new.refresh(progress=self._progress_beside)
-                new.refresh(progress=self._progress_beside)  # what changed while it was built
+                summary.add_later(new.refresh(progress=self._progress_beside))  # what changed while it was built
             finally:
                 new.close(release_lock=False)
         except _Stopped:
@@ -154,7 +154,7 @@ class OwnerBuild:
             self._ingest = self.index.ingest_lock
             self.dense_ready = True
             with self._ingest:
-                self.index.refresh()  # the watcher's batches skipped during the swap
+                summary.add_later(self.index.refresh())  # the watcher's batches skipped during the swap
             self.last_build = self._build_summary(summary, time.perf_counter() - t0)
             self._upgrade()
             self.progress.update(phase="warming")

@@ -56,6 +56,18 @@ class IndexSummary:
     def chunks_per_s(self) -> float:
         return self.chunks / self.seconds if self.seconds > 0 else 0.0
 
+    def add_later(self, later: "IndexSummary") -> None:
+        """Count in a later refresh of the whole tree: what changed while this build ran, read again before
+        and after a swap (coderag/owner_build.py). What it indexed, removed and wrote adds to this run's; the
+        files seen and left out are its own (a whole tree's account, as it is now); the files it found
+        unchanged were counted by this run."""
+        for name in ("indexed", "removed", "chunks", "nodes", "embedded", "cached", "duplicates"):
+            setattr(self, name, getattr(self, name) + getattr(later, name))
+        for note, n in later.notes.items():
+            self.notes[note] = self.notes.get(note, 0) + n
+        self.note_items.extend(later.note_items)
+        self.files_seen, self.skipped, self.skip_items = later.files_seen, later.skipped, later.skip_items
+
 
 class Ingestion:
     """One indexing run over a root; holds the writer lock, the state and (lazily) the pipeline."""

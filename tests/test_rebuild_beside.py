@@ -393,3 +393,23 @@ def test_a_rebuild_in_place_waits_for_the_searches_under_way(owner, built: Path,
         time.sleep(0.3)
     assert not errors, errors[:3]
     assert answers and answers[-1] > 0
+
+
+def test_a_file_written_while_the_new_index_waits_for_its_swap_is_counted_in_the_build(owner, built: Path) -> None:
+    """The build's account (`coderag status`, what `coderag index` prints) counts what the passes after the
+    first indexed: it counted the first pass alone, and a file written during the build was indexed and
+    left out of it."""
+    from coderag.store.state import STATUS_INDEXED
+
+    owner.settings = _other_chunking()
+    with owner._requests:  # the swap waits for this gate: the file comes after the new index's first pass
+        owner.start_over("the chunking changed")
+        _wait_until(lambda: (index_dir(built) / "next" / DB_NAME).is_file() and owner.progress["total"] > 0
+                    and owner.progress["done"] == owner.progress["total"], "the new index holds every file")
+        write_files(built, {"src/billing/refund.py": "def refund_order(order):\n    return -order.total\n"})
+    _indexer(owner).join(120)
+    assert owner.progress["phase"] == "idle", owner.progress
+    indexed = [p for p, r in owner.index.state.files().items() if r.status == STATUS_INDEXED]
+    assert "src/billing/refund.py" in indexed
+    assert owner.last_build["indexed"] == len(indexed), (owner.last_build["indexed"], indexed)
+    assert owner.last_build["files_seen"] == len(owner.index.state.files()), owner.last_build
