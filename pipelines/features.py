@@ -56,6 +56,11 @@ _NOISE_NAMES = re.compile(r"^(changelog|changes|(version[-_]?)?history|news|rele
                           r"|authors|contributors|code_of_conduct|contributing)([-_.].*)?$", re.I)
 _NOISE_FOLDERS = frozenset(("changelog", "changes", "whatsnew", "release-notes", "changelog.d", "newsfragments",
                             "news.d", ".changeset"))
+# A forge's folder: its prose (templates, contributing, security policy) and its issue forms (YAML) are noise,
+# its workflows and actions are not.
+_FORGE_FOLDERS = frozenset((".github", ".gitlab"))
+_TEMPLATE_FOLDERS = frozenset(("issue_template", "pull_request_template", "discussion_template", "issue_templates",
+                               "merge_request_templates"))
 
 QUERY_FEATURES = ("q_words", "q_long", "q_idents", "q_code_idents", "q_definition", "q_usages", "q_pasted_error",
                   "q_frames", "q_wants_tests", "q_wants_docs", "q_keywords", "q_legs_agree")
@@ -119,18 +124,22 @@ def quote_counts(role: str, wanted: str | None) -> bool:
 def is_report_noise(path: str, language: str) -> bool:
     """Files a bug report or a change's description resembles without being where it is fixed or made:
     issue and PR templates, changelogs and release notes (they quote past reports and changes), contributor
-    lists. A changelog's name on code (`history.py`, `changes.py`) is a module like any other: only prose is
-    noise by its name.
+    lists. Only prose and the forms of a forge's templates: a module named `history.py`, a CI workflow under
+    `.github/` are code and configuration like any other, and may be what a query asks for.
 
     >>> [is_report_noise(p, lang) for p, lang in (("docs/versionhistory.rst", "rst"), ("CHANGES", "text"),
     ...     (".changeset/quiet-owls.md", "markdown"), ("src/history.py", "python"), ("docs/history.md", "markdown"))]
     [True, True, True, False, True]
+    >>> [is_report_noise(p, lang) for p, lang in ((".github/ISSUE_TEMPLATE/bug.yml", "yaml"),
+    ...     (".github/CONTRIBUTING.md", "markdown"), (".github/workflows/tests.yml", "yaml"))]
+    [True, True, False]
     """
     parts = path.split("/")
-    if parts[0] in (".github", ".gitlab"):
-        return True
+    folders = [p.lower() for p in parts[:-1]]
+    if folders and folders[0] in _FORGE_FOLDERS:
+        return language in DOC_LANGUAGES or any(p in _TEMPLATE_FOLDERS for p in folders)
     return language in DOC_LANGUAGES and (_NOISE_NAMES.match(parts[-1]) is not None
-                                          or any(p.lower() in _NOISE_FOLDERS for p in parts[:-1]))
+                                          or any(p in _NOISE_FOLDERS for p in folders))
 
 
 def is_unnamed_window(metadata: dict) -> bool:

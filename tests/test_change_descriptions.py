@@ -136,3 +136,52 @@ def test_a_module_named_like_a_changelog_is_code(tmp_path: Path, ranker: str) ->
     files = _files(root, "save the commands typed at the prompt to the history file", "hybrid", ranker=ranker)
     assert files[0] == "src/shell/history.py"
     assert files.index("src/shell/history.py") < files.index("docs/history.md")
+
+
+CI_FILES = {
+    ".github/workflows/tests.yml": '''\
+        name: tests
+        on: [push, pull_request]
+        jobs:
+          pytest:
+            runs-on: ubuntu-latest
+            strategy:
+              matrix:
+                python-version: ["3.10", "3.11", "3.12", "3.13"]
+            steps:
+              - uses: actions/checkout@v4
+              - uses: actions/setup-python@v5
+                with:
+                  python-version: ${{ matrix.python-version }}
+              - run: pip install -e .[test] && pytest
+        ''',
+    ".github/ISSUE_TEMPLATE/bug.yml": '''\
+        name: Bug report
+        body:
+          - type: input
+            attributes:
+              label: Python version the tests failed on
+        ''',
+    "noxfile.py": '''\
+        import nox
+
+
+        @nox.session(python=["3.12"])
+        def tests(session):
+            """Run the test suite with pytest."""
+            session.install("-e", ".[test]")
+            session.run("pytest")
+        ''',
+}
+
+
+@pytest.mark.parametrize("ranker", ["rules", "blend"])
+def test_a_ci_workflow_is_configuration_not_a_template(tmp_path: Path, ranker: str) -> None:
+    """Under `.github/`, the issue forms and the prose weigh as changelogs do; a workflow is what a question
+    about CI asks for (it weighed 0.3 when its folder alone decided)."""
+    from coderag import index_repository
+
+    root = write_files(tmp_path / "ci", CI_FILES)
+    index_repository(root, settings=Settings())
+    files = _files(root, "which python versions do the tests run on in the CI workflow", "hybrid", ranker=ranker)
+    assert files[0] == ".github/workflows/tests.yml", files
