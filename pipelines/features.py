@@ -56,11 +56,10 @@ _NOISE_NAMES = re.compile(r"^(changelog|changes|(version[-_]?)?history|news|rele
                           r"|authors|contributors|code_of_conduct|contributing)([-_.].*)?$", re.I)
 _NOISE_FOLDERS = frozenset(("changelog", "changes", "whatsnew", "release-notes", "changelog.d", "newsfragments",
                             "news.d", ".changeset"))
-# A forge's folder: its prose (templates, contributing, security policy) and its issue forms (YAML) are noise,
-# its workflows and actions are not.
+# A forge's folder: its prose (templates, contributing, security policy), issue forms and bots' canned replies
+# (YAML) are noise; its CI (workflows, actions) and the scripts they run are not.
 _FORGE_FOLDERS = frozenset((".github", ".gitlab"))
-_TEMPLATE_FOLDERS = frozenset(("issue_template", "pull_request_template", "discussion_template", "issue_templates",
-                               "merge_request_templates"))
+_FORGE_CI_FOLDERS = frozenset(("workflows", "workflow-templates", "actions", "ci"))
 
 QUERY_FEATURES = ("q_words", "q_long", "q_idents", "q_code_idents", "q_definition", "q_usages", "q_pasted_error",
                   "q_frames", "q_wants_tests", "q_wants_docs", "q_keywords", "q_legs_agree")
@@ -124,20 +123,21 @@ def quote_counts(role: str, wanted: str | None) -> bool:
 def is_report_noise(path: str, language: str) -> bool:
     """Files a bug report or a change's description resembles without being where it is fixed or made:
     issue and PR templates, changelogs and release notes (they quote past reports and changes), contributor
-    lists. Only prose and the forms of a forge's templates: a module named `history.py`, a CI workflow under
-    `.github/` are code and configuration like any other, and may be what a query asks for.
+    lists. Only prose, and what a forge's folder holds beside its CI: a module named `history.py`, a workflow
+    under `.github/` are code and configuration like any other, and may be what a query asks for.
 
     >>> [is_report_noise(p, lang) for p, lang in (("docs/versionhistory.rst", "rst"), ("CHANGES", "text"),
     ...     (".changeset/quiet-owls.md", "markdown"), ("src/history.py", "python"), ("docs/history.md", "markdown"))]
     [True, True, True, False, True]
     >>> [is_report_noise(p, lang) for p, lang in ((".github/ISSUE_TEMPLATE/bug.yml", "yaml"),
-    ...     (".github/CONTRIBUTING.md", "markdown"), (".github/workflows/tests.yml", "yaml"))]
-    [True, True, False]
+    ...     (".github/CONTRIBUTING.md", "markdown"), (".github/config.yml", "yaml"),
+    ...     (".github/workflows/tests.yml", "yaml"), (".github/scripts/release.py", "python"))]
+    [True, True, True, False, False]
     """
     parts = path.split("/")
     folders = [p.lower() for p in parts[:-1]]
     if folders and folders[0] in _FORGE_FOLDERS:
-        return language in DOC_LANGUAGES or any(p in _TEMPLATE_FOLDERS for p in folders)
+        return language in NON_CODE_LANGUAGES and not any(p in _FORGE_CI_FOLDERS for p in folders[1:])
     return language in DOC_LANGUAGES and (_NOISE_NAMES.match(parts[-1]) is not None
                                           or any(p in _NOISE_FOLDERS for p in folders))
 
