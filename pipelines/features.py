@@ -247,7 +247,7 @@ def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchReque
     firsts = {leg: min(legs[leg], key=lambda nid: legs[leg][nid][1]) for leg in (DENSE, BM25) if legs.get(leg)}
     agreed = file_of[firsts[DENSE]] if len(firsts) == 2 and file_of[firsts[DENSE]] == file_of[firsts[BM25]] else None
     cover = _Cover(terms, weights)
-    path_cover = {p: cover(_path_fields(p)[0]) for p in per_file}
+    path_cover = {file_of[nid]: cover(fields[nid][0]) for nid in ids}  # the chunks of a file share its path
     # How much of the query a file's candidates cover together: a change described in words that fall on
     # several of one file's chunks is in that file, though no one chunk holds them all.
     file_terms: Dict[str, set] = {}
