@@ -17,6 +17,9 @@ A variant is one argument; several changes join with "+" (``weight:docstring=0.2
     questions                 trained on the tune split's questions too (weigh them with weight:natural=W):
                               each tune set is scored by a model trained without it (leave one set out), the
                               held-out repositories by one trained with all of them
+    add:NAME                  columns of evidence from the whole indexed tree (eval/tree_evidence.py): indeg
+                              (the file's import in-degree), size (its chunks), knn (the chunk's k-occurrence
+                              among nearest neighbours); each repository's tree must still be indexed
 
 The numbers are file R@1 (and R@5 over all) as train-ranker reports them, over the dumped legs: the search's
 payload packing is not in them (`coderag eval` measures that).
@@ -60,6 +63,13 @@ class Variant:
     monotone: bool = False
     also: tuple[tuple[str, ...], float] | None = None
     questions: bool = False
+    added: list[str] = field(default_factory=list)
+
+    def feature_names(self) -> list[str]:
+        from coderag.eval.tree_evidence import COLUMNS
+        from coderag.pipelines.features import FEATURES
+
+        return [*FEATURES, *(c for name in self.added for c in COLUMNS[name])]
 
 
 def feature_groups() -> dict[str, tuple[str, ...]]:
@@ -99,6 +109,12 @@ def parse_variant(spec: str) -> Variant:
                 v.objective = arg
             elif name == "leaves":
                 v.leaves = int(arg)
+            elif name == "add":
+                from coderag.eval.tree_evidence import COLUMNS
+
+                if arg not in COLUMNS:
+                    raise AblationError(f"add:{arg}: expected one of {', '.join(COLUMNS)}")
+                v.added.append(arg)
             elif name == "also":
                 kinds, _, a = arg.partition("=")
                 v.also = (tuple(kinds.split("/")), float(a))
@@ -141,9 +157,8 @@ def train(variant: Variant, qs: Sequence[QueryRows], params: dict[str, Any], rou
     import lightgbm as lgb
     import numpy as np
 
-    from coderag.pipelines.features import FEATURES
-
-    dropped = [FEATURES.index(f) for f in variant.dropped]
+    names = variant.feature_names()
+    dropped = [names.index(f) for f in variant.dropped]
 
     def fit(qs: Sequence[QueryRows]):
         qs = [q for q in qs if any(q.labels) and variant.weights.get(q.record["kind"], 1.0) > 0]
@@ -151,7 +166,7 @@ def train(variant: Variant, qs: Sequence[QueryRows], params: dict[str, Any], rou
         if variant.leaves:
             p["num_leaves"] = variant.leaves
         if variant.monotone:
-            p["monotone_constraints"] = [1 if f in RISING else -1 if f in FALLING else 0 for f in FEATURES]
+            p["monotone_constraints"] = [1 if f in RISING else -1 if f in FALLING else 0 for f in names]
             p["monotone_constraints_method"] = "intermediate"
         binary = variant.objective == "binary"
         if binary:  # pointwise: no groups, no ranking metric
@@ -159,7 +174,7 @@ def train(variant: Variant, qs: Sequence[QueryRows], params: dict[str, Any], rou
         X, y, groups = training_matrix(qs)
         w = np.array([variant.weights.get(q.record["kind"], 1.0) for q in qs for _ in q.ids])
         data = lgb.Dataset(_masked(X, dropped), (y == 2).astype(np.int32) if binary else y, weight=w,
-                           group=None if binary else groups, feature_name=list(FEATURES), free_raw_data=False)
+                           group=None if binary else groups, feature_name=names, free_raw_data=False)
         return lgb.train(p, data, num_boost_round=rounds)
 
     boosters = [fit(qs)]
@@ -193,6 +208,42 @@ def shipped_size(model: Path) -> tuple[dict[str, Any], int]:
     return dict(info.get("params") or GRID[-1]), int(info.get("rounds") or max(ROUNDS))
 
 
+def _flat(by_repo: dict[str, list[QueryRows]]) -> list[QueryRows]:
+    return [q for qs in by_repo.values() for q in qs]
+
+
+def tree_of(repo: str) -> Path:
+    """The indexed tree a repository's (or a tune set's, `hand/<corpus>`) queries were dumped from."""
+    from coderag.eval.corpora import corpus_root
+    from coderag.eval.ranker_data import history_root, snapshot_folder
+
+    if repo in HAND_WRITTEN:
+        return Path(corpus_root(repo.split("/", 1)[1]))
+    return snapshot_folder(history_root(None), repo)
+
+
+def with_evidence(by_repo: dict[str, list[QueryRows]], added: Sequence[str], evidence: dict[str, Any],
+                  data: Path) -> dict[str, list[QueryRows]]:
+    """The queries with the columns of `added` (eval/tree_evidence.py) after their features; each repository's
+    evidence is computed once into `evidence`."""
+    from coderag.eval.tree_evidence import TreeEvidence
+
+    if not added:
+        return by_repo
+    out = {}
+    for repo, qs in by_repo.items():
+        if repo not in evidence:
+            cache = data / "tree_evidence" / (repo.replace("/", "+") + ".json")
+            evidence[repo] = TreeEvidence(tree_of(repo), cache)
+        ev = evidence[repo]
+        out[repo] = []
+        for q in qs:
+            extra = [ev.columns(name, q.places) for name in added]
+            rows = [row + [x for cols in extra for x in cols[i]] for i, row in enumerate(q.rows)]
+            out[repo].append(QueryRows(q.record, q.ids, rows, q.labels, q.places, q.rules, q.legs))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m coderag.eval.ranker_ablations", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, required=True, help="the folder of eval/ranker_data.py (dump/)")
@@ -208,31 +259,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     settings = Settings()
     split = {s: [r for r, (_, _, x) in HISTORY_REPOS.items() if x == s] for s in (TRAIN, HELDOUT)}
-    mined = [q for qs in load_rows(a.data, settings, split[TRAIN]).values() for q in qs]
+    mined = load_rows(a.data, settings, split[TRAIN])
     if not mined:
         print(f"error: no training repository has dumps in {a.data / 'dump'}; make them with `python -m "
               f"coderag.eval.ranker_data` (eval/README.md says how).", file=sys.stderr)
         return 2
     hand = load_rows(a.data, settings, HAND_WRITTEN)
-    checks = {"tune questions": [q for qs in hand.values() for q in qs],
-              "held-out repositories": [q for qs in load_rows(a.data, settings, split[HELDOUT]).values() for q in qs]}
+    heldout = load_rows(a.data, settings, split[HELDOUT])
     params, rounds = shipped_size(MODEL_PATH)
-    print(f"trained on {len(mined)} mined queries; {params}, {rounds} rounds\n")
+    print(f"trained on {sum(map(len, mined.values()))} mined queries of {len(mined)} repositories; {params}, "
+          f"{rounds} rounds\n")
     print("| variant | scored on | n | R@1 | R@5 | " + " | ".join(f"{k} R@1" for k in KINDS_SHOWN) + " |")
     print("| --- | --- | ---: | ---: | ---: |" + " ---: |" * len(KINDS_SHOWN))
-    for where, qs in checks.items():
-        if qs:
-            print(row("rules", where, metrics_of((q, q.rules) for q in qs)), flush=True)
+    for where, by_repo in (("tune questions", hand), ("held-out repositories", heldout)):
+        if by_repo:
+            print(row("rules", where, metrics_of((q, q.rules) for q in _flat(by_repo))), flush=True)
+    evidence: dict[str, Any] = {}
     for v in variants:
-        scored_on = checks
+        v_mined, v_hand, v_heldout = (with_evidence(r, v.added, evidence, a.data) for r in (mined, hand, heldout))
+        v_mined = _flat(v_mined)
+        checks = {"tune questions": _flat(v_hand), "held-out repositories": _flat(v_heldout)}
         if v.questions:  # each tune set is scored by a model that never saw it
-            left_out = metrics_of(_left_out(v, mined, hand, params, rounds))
+            left_out = metrics_of(_left_out(v, v_mined, v_hand, params, rounds))
             print(row(v.spec, "tune questions, each set left out", left_out), flush=True)
-            scorer = train(v, [*mined, *checks["tune questions"]], params, rounds)
-            scored_on = {"held-out repositories": checks["held-out repositories"]}
+            scorer = train(v, [*v_mined, *checks["tune questions"]], params, rounds)
+            checks = {"held-out repositories": checks["held-out repositories"]}
         else:
-            scorer = train(v, mined, params, rounds)
-        for where, qs in scored_on.items():
+            scorer = train(v, v_mined, params, rounds)
+        for where, qs in checks.items():
             if qs:
                 print(row(v.spec, where, metrics_of((q, ranked_by(scorer, q)) for q in qs)), flush=True)
     return 0

@@ -269,3 +269,29 @@ def test_ranker_ablations_questions_score_each_tune_set_with_a_model_that_never_
         ids = {q.record["id"] for q in qs}
         assert not seen & ids and seen & {q.record["id"] for other in hand.values() for q in other} - ids, name
     assert all(q.record["id"] in trained_on[-1] for qs in hand.values() for q in qs)
+
+
+def test_ranker_ablations_add_the_whole_trees_evidence_as_columns_the_model_trains_on(
+        indexed: Path, dumped: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    from coderag.eval.ranker_ablations import main as ablations, parse_variant, shipped_size, train, with_evidence
+    from coderag.eval.train_ranker import load_rows
+    from coderag.eval.tree_evidence import COLUMNS
+    from coderag.pipelines.ranker import MODEL_PATH
+
+    history = tmp_path / "history"  # each repository's snapshot is the tiny indexed repository
+    for repo in TRAINING + [HELD_OUT]:
+        snapshot_folder(history, repo).parent.mkdir(parents=True, exist_ok=True)
+        snapshot_folder(history, repo).symlink_to(indexed, target_is_directory=True)
+    monkeypatch.setenv("CODERAG_HISTORY_DIR", str(history))
+    assert ablations(["--data", str(dumped), "add:indeg+add:size+add:knn"]) == 0
+    assert "| add:indeg+add:size+add:knn | held-out repositories | 8 |" in capsys.readouterr().out
+    assert ablations(["--data", str(dumped), "add:centrality"]) == 2
+    assert "add:centrality: expected one of indeg, size, knn" in capsys.readouterr().err
+
+    variant = parse_variant("add:size")
+    qs = with_evidence(load_rows(dumped, Settings(), TRAINING), variant.added, {}, dumped)
+    rows = [q for rows in qs.values() for q in rows]
+    assert all(len(r) == len(FEATURES) + len(COLUMNS["size"]) for q in rows for r in q.rows)
+    params, _ = shipped_size(MODEL_PATH)
+    booster = train(variant, rows, {**params, "min_data_in_leaf": 2, "min_data_in_bin": 1}, 5).boosters[0]
+    assert booster.feature_name()[-2:] == list(COLUMNS["size"])
