@@ -22,7 +22,9 @@ A variant is one argument; several changes join with "+" (``weight:docstring=0.2
                               among nearest neighbours); each repository's tree must still be indexed
 
 The numbers are file R@1 (and R@5 over all) as train-ranker reports them, over the dumped legs: the search's
-payload packing is not in them (`coderag eval` measures that).
+payload packing is not in them (`coderag eval` measures that). With `--cv N` each variant is also scored on the
+training repositories themselves, each by a model trained on the other folds (N folds by repository, dealt as
+train-ranker deals them): the check to choose on, with many more queries than the tune questions.
 
 Usage::
 
@@ -40,7 +42,7 @@ from typing import Any, Sequence
 
 from coderag.eval.history_repos import HELDOUT, HISTORY_REPOS, TRAIN
 from coderag.eval.train_ranker import (BASE_PARAMS, GRID, HAND_WRITTEN, ROUNDS, QueryRows, load_rows, metrics_of,
-                                       ranked_by, training_matrix)
+                                       ranked_by, repository_folds, training_matrix)
 
 OBJECTIVES = ("lambdarank", "rank_xendcg", "binary")
 # What `monotone` constrains: more of a leg's score may only help a candidate, a worse rank only hurt it.
@@ -248,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m coderag.eval.ranker_ablations", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, required=True, help="the folder of eval/ranker_data.py (dump/)")
     p.add_argument("variants", nargs="+", help="variants, as the module's docstring lists them")
+    p.add_argument("--cv", type=int, default=0, metavar="N",
+                   help="also score each variant on the training repositories, N folds by repository")
     a = p.parse_args(argv)
     try:
         variants = [parse_variant(s) for s in a.variants]
@@ -271,12 +275,20 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{rounds} rounds\n")
     print("| variant | scored on | n | R@1 | R@5 | " + " | ".join(f"{k} R@1" for k in KINDS_SHOWN) + " |")
     print("| --- | --- | ---: | ---: | ---: |" + " ---: |" * len(KINDS_SHOWN))
-    for where, by_repo in (("tune questions", hand), ("held-out repositories", heldout)):
+    cv_label = f"training repositories, {a.cv} folds"
+    for where, by_repo in ((cv_label, mined if a.cv else {}), ("tune questions", hand),
+                           ("held-out repositories", heldout)):
         if by_repo:
             print(row("rules", where, metrics_of((q, q.rules) for q in _flat(by_repo))), flush=True)
     evidence: dict[str, Any] = {}
     for v in variants:
         v_mined, v_hand, v_heldout = (with_evidence(r, v.added, evidence, a.data) for r in (mined, hand, heldout))
+        if a.cv:
+            unseen = []
+            for fit_on, test in repository_folds(v_mined, a.cv):
+                scorer = train(v, fit_on, params, rounds)
+                unseen += [(q, ranked_by(scorer, q)) for q in test]
+            print(row(v.spec, cv_label, metrics_of(unseen)), flush=True)
         v_mined = _flat(v_mined)
         checks = {"tune questions": _flat(v_hand), "held-out repositories": _flat(v_heldout)}
         if v.questions:  # each tune set is scored by a model that never saw it

@@ -221,17 +221,24 @@ def calibration(booster, qs: Sequence[QueryRows]) -> str:
     return "\n".join(lines)
 
 
-def cross_validate(by_repo: dict[str, list[QueryRows]], folds: int) -> tuple[dict[str, Any], int, str]:
-    """(params, rounds) with the best mean file R@1 over folds of training repositories, and the report."""
+def repository_folds(by_repo: dict[str, list[QueryRows]], folds: int
+                     ) -> Iterable[tuple[list[QueryRows], list[QueryRows]]]:
+    """(training queries, held-out queries) of each fold. Repositories are dealt round in name order, so every
+    fold holds some and none is split; a fold with nothing on either side is left out."""
     repos = sorted(by_repo)
-    fold_of = {repo: i % folds for i, repo in enumerate(repos)}  # dealt round: every fold holds repositories
-    scores: dict[tuple[int, int], list[tuple[QueryRows, list[Result]]]] = defaultdict(list)
-    rules: list[tuple[QueryRows, list[Result]]] = []
+    fold_of = {repo: i % folds for i, repo in enumerate(repos)}
     for k in range(folds):
         train = [q for repo in repos if fold_of[repo] != k for q in by_repo[repo]]
         test = [q for repo in repos if fold_of[repo] == k for q in by_repo[repo]]
-        if not train or not test:
-            continue
+        if train and test:
+            yield train, test
+
+
+def cross_validate(by_repo: dict[str, list[QueryRows]], folds: int) -> tuple[dict[str, Any], int, str]:
+    """(params, rounds) with the best mean file R@1 over folds of training repositories, and the report."""
+    scores: dict[tuple[int, int], list[tuple[QueryRows, list[Result]]]] = defaultdict(list)
+    rules: list[tuple[QueryRows, list[Result]]] = []
+    for k, (train, test) in enumerate(repository_folds(by_repo, folds)):
         rules += [(q, q.rules) for q in test]
         for gi, params in enumerate(GRID):
             booster = fit(train, params, max(ROUNDS))

@@ -283,8 +283,12 @@ def test_ranker_ablations_add_the_whole_trees_evidence_as_columns_the_model_trai
         snapshot_folder(history, repo).parent.mkdir(parents=True, exist_ok=True)
         snapshot_folder(history, repo).symlink_to(indexed, target_is_directory=True)
     monkeypatch.setenv("CODERAG_HISTORY_DIR", str(history))
-    assert ablations(["--data", str(dumped), "add:indeg+add:size+add:knn"]) == 0
-    assert "| add:indeg+add:size+add:knn | held-out repositories | 8 |" in capsys.readouterr().out
+    assert ablations(["--data", str(dumped), "--cv", "2", "add:indeg+add:size+add:knn"]) == 0
+    out = capsys.readouterr().out
+    assert "| add:indeg+add:size+add:knn | held-out repositories | 8 |" in out
+    n = 8 * len(TRAINING)  # every training repository's queries, each scored by a fold that did not train on it
+    assert f"| rules | training repositories, 2 folds | {n} |" in out
+    assert f"| add:indeg+add:size+add:knn | training repositories, 2 folds | {n} |" in out
     assert ablations(["--data", str(dumped), "add:centrality"]) == 2
     assert "add:centrality: expected one of indeg, size, knn" in capsys.readouterr().err
 
