@@ -116,7 +116,8 @@ def parse_variant(spec: str) -> Variant:
 
                 if arg not in COLUMNS:
                     raise AblationError(f"add:{arg}: expected one of {', '.join(COLUMNS)}")
-                v.added.append(arg)
+                if arg not in v.added:  # a column twice would be two features of one name
+                    v.added.append(arg)
             elif name == "also":
                 kinds, _, a = arg.partition("=")
                 v.also = (tuple(kinds.split("/")), float(a))
