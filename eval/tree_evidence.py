@@ -25,7 +25,6 @@ import json
 import math
 import os
 import re
-import sqlite3
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -92,12 +91,15 @@ def import_in_degree(root: Path) -> dict[str, int]:
 
 
 def file_leaves(root: Path) -> dict[str, int]:
-    """Each indexed file's chunks, from the index's state (read only)."""
-    conn = sqlite3.connect(f"file:{root / '.coderag' / 'index.db'}?mode=ro", uri=True)
+    """Each indexed file's chunks, from the index's manifest (read only)."""
+    from coderag.base.paths import DB_NAME, index_dir
+    from coderag.store.state import IndexState
+
+    state = IndexState(index_dir(root) / DB_NAME, readonly=True)
     try:
-        return dict(conn.execute("SELECT path, n_leaves FROM files"))
+        return {path: rec.n_leaves for path, rec in state.files().items()}
     finally:
-        conn.close()
+        state.close()
 
 
 def knn_hubness(root: Path, k: int = KNN_K) -> dict[tuple[str, int, int], tuple[int, float]]:
