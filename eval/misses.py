@@ -38,7 +38,7 @@ class Misses:
     first: Counter = field(default_factory=Counter)
 
 
-def _files(ranked: Sequence[str]) -> list[str]:
+def ranked_files(ranked: Sequence[str]) -> list[str]:
     """The distinct files of a ranked list of `path:start-end` spans, best first."""
     return list(dict.fromkeys(span.rsplit(":", 1)[0] for span in ranked))
 
@@ -49,7 +49,7 @@ def read_misses(queries: Sequence[dict], variant: str = "full", kind: Optional[s
         outcome = q["outcomes"].get(variant)
         if outcome is None or (kind and q["kind"] != kind):
             continue
-        files = _files(outcome["ranked"])
+        files = ranked_files(outcome["ranked"])
         if not files:
             continue
         out.n += 1
@@ -61,7 +61,7 @@ def read_misses(queries: Sequence[dict], variant: str = "full", kind: Optional[s
         out.gold_place[next((i for i, f in enumerate(files[:TOP_FILES]) if f in gold), None)] += 1
         out.wrong_first[(q["corpus"], files[0])] += 1
         for leg in LEGS:
-            leg_files = _files(q["outcomes"][leg]["ranked"]) if leg in q["outcomes"] else []
+            leg_files = ranked_files(q["outcomes"][leg]["ranked"]) if leg in q["outcomes"] else []
             if leg_files and leg_files[0] == files[0]:
                 out.leg_first[leg] += 1
     return out

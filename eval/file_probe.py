@@ -1,0 +1,294 @@
+"""A file-level piece of evidence, probed on a saved run before anything is built: does it tell the right file
+from the one a search wrongly puts first?
+
+A run saved by ``coderag eval --out DIR`` holds each query's first ten chunks. Their files are the candidates,
+in the order the variant gave them. For a score of each candidate file this prints:
+
+- the pairwise odds: where the first file is right and the second wrong, how often the score puts the first
+  above the second; where the first file is wrong and a gold file is among the candidates, how often the score
+  puts that gold file above the wrong first. Evidence worth a feature wins the second far more often than half
+  the time without losing the first;
+- R@1 with the candidates reordered by ``place - w x (score - best score)``, for a few weights w, per corpus.
+
+Two scores are built in:
+
+- ``centroid``: the cosine of the query to the mean of the file's chunk vectors (every chunk of the file in the
+  index, not only the candidates): a file about one thing against a grab-bag of helpers;
+- ``translation``: how much of the query a file's candidate chunk says in other words, by associations between
+  the words of change descriptions and the terms of the lines they changed, learned from the mined commit and
+  test queries of the ranker's training repositories (eval/README.md). A query word the chunk holds counts
+  nothing (the lexical features have it); one it lacks counts its strongest association among the chunk's
+  terms. An association must be seen in ``--min-repos`` repositories, so that what one project calls a
+  thing does not pass for a synonym.
+
+Command line (a corpus of the run must be fetched and indexed as ``coderag eval`` left it)::
+
+    python -m coderag.eval.file_probe DIR --evidence centroid [--variant=full] [--kind=natural]
+    python -m coderag.eval.file_probe DIR --evidence translation --mined DIR [--min-repos 4] [--leave-out NAME]...
+
+``--mined`` is a folder of ``<owner>+<name>.jsonl`` query files of ``eval/history.py`` ``mine`` (commit and test
+queries), whose snapshots are under $CODERAG_HISTORY_DIR; ``--leave-out`` drops the repositories whose file
+name holds NAME (a training repository that is also a corpus of the run, or every repository the run
+searches). A run of mined queries (``coderag eval --corpus-root history=$CODERAG_HISTORY_DIR``) reads each
+query's repository's snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+
+from coderag.eval.misses import ranked_files
+from coderag.eval.report import RESULTS_NAME
+from coderag.nodes.lexical import STOP_WORDS, code_terms
+
+WEIGHTS = (0.0, 2.0, 5.0, 10.0, 20.0)
+MIN_PAIRS = 5  # an association seen in fewer (query, change) pairs is chance
+MIN_LIFT = 2.0  # ... or one that co-occurs less than twice as often as the two terms' frequencies say
+MAX_TERM_CHARS = 12  # the parts of identifiers, not whole compound names (one project's words)
+CONTEXT_LINES = 3  # lines around a change's lines read with them
+
+
+@dataclass
+class Candidates:
+    """One query of a run: its gold files and its candidate files in the variant's order, each with the spans
+    of its candidate chunks. `corpus` is a corpus of eval/corpora.py or, for a mined query, its repository."""
+
+    id: str
+    corpus: str
+    query: str
+    gold: Set[str]
+    files: Dict[str, List[Tuple[int, int]]] = field(default_factory=dict)
+
+    @property
+    def order(self) -> List[str]:
+        return list(self.files)
+
+
+def read_candidates(queries: Sequence[dict], variant: str = "full", kind: Optional[str] = "natural"
+                    ) -> List[Candidates]:
+    out = []
+    for q in queries:
+        outcome = q["outcomes"].get(variant)
+        if outcome is None or (kind and q["kind"] != kind):
+            continue
+        # A mined query's corpus is its repository's snapshot ("history" names them all).
+        c = Candidates(q["id"], q.get("repo") or q["corpus"], q["query"], set(ranked_files(q["gold"])))
+        for span in outcome["ranked"]:
+            path, lines = span.rsplit(":", 1)
+            start, end = lines.split("-")
+            c.files.setdefault(path, []).append((int(start), int(end)))
+        out.append(c)
+    return out
+
+
+def pairwise_odds(cands: Sequence[Candidates], scores: Sequence[Dict[str, float]]) -> Tuple[int, int, int, int]:
+    """(right firsts the score keeps above the wrong second, such queries, misses whose gold file the score puts
+    above the wrong first, such misses)."""
+    kept = hits = lifted = misses = 0
+    for c, s in zip(cands, scores):
+        order = c.order
+        if not order:
+            continue
+        if order[0] in c.gold:
+            if len(order) > 1 and order[1] not in c.gold:
+                hits += 1
+                kept += s[order[0]] > s[order[1]]
+            continue
+        gold = next((p for p in order if p in c.gold), None)
+        if gold is not None:
+            misses += 1
+            lifted += s[gold] > s[order[0]]
+    return kept, hits, lifted, misses
+
+
+def reordered_r1(cands: Sequence[Candidates], scores: Sequence[Dict[str, float]], weight: float
+                 ) -> Tuple[float, Dict[str, float]]:
+    """R@1 of the first files when each query's candidates are ordered by place - weight x (score - best),
+    over all the queries and per corpus. Weight 0 is the run's own order."""
+    by_corpus: Dict[str, List[bool]] = defaultdict(list)
+    for c, s in zip(cands, scores):
+        order = c.order
+        best = max((s[p] for p in order), default=0.0)
+        first = min(order, key=lambda p: order.index(p) - weight * (s[p] - best)) if order else None
+        by_corpus[c.corpus].append(first in c.gold)
+    every = [hit for hits in by_corpus.values() for hit in hits]
+    return (sum(every) / len(every) if every else 0.0,
+            {corpus: sum(hits) / len(hits) for corpus, hits in by_corpus.items()})
+
+
+def centroid_scores(cands: Sequence[Candidates], root_of: Callable[[str], Path]) -> List[Dict[str, float]]:
+    """Per query: each candidate file's cosine of the query's vector to the mean of the file's chunk vectors."""
+    import numpy as np
+
+    from coderag.pipelines.code_index import CodeIndex
+
+    out: List[Dict[str, float]] = [{} for _ in cands]
+    by_corpus: Dict[str, List[int]] = defaultdict(list)
+    for i, c in enumerate(cands):
+        by_corpus[c.corpus].append(i)
+    for corpus, members in by_corpus.items():
+        with CodeIndex.open(root_of(corpus), create=False) as index:
+            vectors, fields = index.vector_store.dense_vectors()
+            queries = {i: index.embed_model.get_query_embedding(cands[i].query) for i in members}
+        v = np.asarray(vectors, dtype=np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True) + 1e-9
+        rows: Dict[str, List[int]] = defaultdict(list)
+        for row, f in enumerate(fields):
+            rows[f["file_path"]].append(row)
+        centroids = {path: v[r].mean(axis=0) for path, r in rows.items()}
+        for i in members:
+            q = np.asarray(queries[i], dtype=np.float32)
+            q /= np.linalg.norm(q) + 1e-9
+            out[i] = {p: float(centroids[p] @ q) if p in centroids else 0.0 for p in cands[i].files}
+    return out
+
+
+def query_words(text: str) -> Set[str]:
+    return {t for t in code_terms(text) if t not in STOP_WORDS and len(t) > 2 and not t.isdigit()}
+
+
+def code_words(text: str) -> Set[str]:
+    return {t for t in code_terms(text) if 2 < len(t) <= MAX_TERM_CHARS and "_" not in t and not t.isdigit()}
+
+
+class TermTranslation:
+    """Associations between the words of change descriptions and the terms of the code they changed: for a
+    word w and a term t != w, log(lift) x n / (n + MIN_PAIRS), where n is the number of (description, change)
+    pairs holding both and lift how much more often than chance; kept when n >= MIN_PAIRS, lift >= MIN_LIFT
+    and the pair is seen in `min_repos` repositories.
+
+    >>> cache, parse = query_words("the cache"), query_words("parse")  # stemmed as the index stems
+    >>> pairs = [(cache, code_words("lru.get()"), repo) for repo in "abcd" for _ in range(3)]
+    >>> pairs += [(parse, code_words("token.get()"), repo) for repo in "abcd" for _ in range(3)]
+    >>> t = TermTranslation(pairs, min_repos=4)
+    >>> [sorted(t.table[w]) for w in (*cache, *parse)]
+    [['lru'], ['token']]
+    >>> t.score("the cache", "x = lru(y)") > 0.0, t.score("the cache", "cache = lru(y)")
+    (True, 0.0)
+    """
+
+    def __init__(self, pairs: Iterable[Tuple[Set[str], Set[str], str]], min_repos: int = 4) -> None:
+        n = 0
+        words, terms, both = Counter(), Counter(), Counter()
+        repos: Dict[Tuple[str, str], Set[str]] = defaultdict(set)
+        for q, d, repo in pairs:
+            n += 1
+            words.update(q)
+            terms.update(d)
+            for w in q:
+                for t in d:
+                    if t != w:
+                        both[(w, t)] += 1
+                        repos[(w, t)].add(repo)
+        self.table: Dict[str, Dict[str, float]] = defaultdict(dict)
+        for (w, t), count in both.items():
+            lift = count * n / (words[w] * terms[t])
+            if count >= MIN_PAIRS and lift >= MIN_LIFT and len(repos[(w, t)]) >= min_repos:
+                self.table[w][t] = math.log(lift) * count / (count + MIN_PAIRS)
+
+    def score(self, query: str, text: str) -> float:
+        """The mean over the query's words that `text` lacks of their strongest association among its terms
+        (0 for a word it holds), over all the query's words."""
+        q, d = query_words(query), code_words(text)
+        total = 0.0
+        for w in q:
+            assoc = self.table.get(w)
+            if assoc and w not in d:
+                total += max((assoc[t] for t in d if t in assoc), default=0.0)
+        return total / len(q) if q else 0.0
+
+
+def mined_pairs(mined: Path, snapshots: Path, leave_out: Sequence[str] = ()
+                ) -> Iterator[Tuple[Set[str], Set[str], str]]:
+    """(query words, code terms of the changed lines with CONTEXT_LINES around them, repository) of every mined
+    query in `mined` but those of the files whose name holds one of `leave_out`, read against the repository's
+    snapshot under `snapshots`."""
+    from coderag.eval.ranker_data import snapshot_folder
+
+    for path in sorted(mined.glob("*.jsonl")):
+        if any(name in path.name for name in leave_out):
+            continue
+        repo = path.stem.replace("+", "/", 1)
+        folder = snapshot_folder(snapshots, repo)
+        lines_of: Dict[str, List[str]] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            parts = []
+            for g in rec["gold"]:
+                if g["file_path"] not in lines_of:
+                    try:
+                        lines_of[g["file_path"]] = (folder / g["file_path"]).read_text(errors="replace").splitlines()
+                    except OSError:
+                        lines_of[g["file_path"]] = []
+                lines = lines_of[g["file_path"]]
+                start, end = g.get("start_line") or 1, g.get("end_line") or len(lines)
+                parts.append("\n".join(lines[max(0, start - 1 - CONTEXT_LINES):end + CONTEXT_LINES]))
+            q, d = query_words(rec["query"]), code_words("\n".join(parts))
+            if q and d:
+                yield q, d, repo
+
+
+def translation_scores(cands: Sequence[Candidates], translation: TermTranslation,
+                       root_of: Callable[[str], Path]) -> List[Dict[str, float]]:
+    """Per query: each candidate file's best translation score among its candidate chunks."""
+    out = []
+    for c in cands:
+        root = root_of(c.corpus)
+        scores = {}
+        for path, spans in c.files.items():
+            try:
+                lines = (root / path).read_text(errors="replace").splitlines()
+            except OSError:
+                lines = []
+            scores[path] = max(translation.score(c.query, "\n".join(lines[s - 1:e])) for s, e in spans)
+        out.append(scores)
+    return out
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m coderag.eval.file_probe", description=__doc__.split("\n\n")[0])
+    p.add_argument("run", type=Path, help="a folder written by coderag eval --out, or its results.json")
+    p.add_argument("--evidence", choices=("centroid", "translation"), required=True)
+    p.add_argument("--variant", default="full")
+    p.add_argument("--kind", default="natural", help="the queries' kind ('' for all)")
+    p.add_argument("--mined", type=Path, help="translation: the folder of mined query files")
+    p.add_argument("--min-repos", type=int, default=4)
+    p.add_argument("--leave-out", action="append", default=[], metavar="NAME",
+                   help="translation: skip mined files whose name holds NAME (repeatable)")
+    a = p.parse_args(argv)
+    from coderag.eval.corpora import corpus_root
+    from coderag.eval.history_repos import HISTORY_REPOS
+    from coderag.eval.ranker_data import history_root, snapshot_folder
+
+    def root_of(corpus: str) -> Path:
+        return snapshot_folder(history_root(None), corpus) if corpus in HISTORY_REPOS else corpus_root(corpus)
+
+    run = a.run / RESULTS_NAME if a.run.is_dir() else a.run
+    cands = read_candidates(json.loads(run.read_text(encoding="utf-8"))["queries"], a.variant, a.kind or None)
+    if a.evidence == "centroid":
+        scores = centroid_scores(cands, root_of)
+    else:
+        if a.mined is None:
+            p.error("--evidence translation needs --mined DIR")
+        translation = TermTranslation(mined_pairs(a.mined, history_root(None), a.leave_out), a.min_repos)
+        print(f"{len(translation.table)} query words with {sum(map(len, translation.table.values()))} associations",
+              file=sys.stderr)
+        scores = translation_scores(cands, translation, root_of)
+    kept, hits, lifted, misses = pairwise_odds(cands, scores)
+    print(f"{a.evidence} over {len(cands)} queries: right first kept above the wrong second {kept} / {hits}; "
+          f"gold file above the wrong first {lifted} / {misses}")
+    for w in WEIGHTS:
+        r1, per_corpus = reordered_r1(cands, scores, w)
+        print(f"w {w:g}: R@1 {r1:.3f}  " + "  ".join(f"{k} {v:.3f}" for k, v in sorted(per_corpus.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

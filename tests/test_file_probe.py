@@ -1,0 +1,86 @@
+"""The file-level probe of a saved run (eval/file_probe.py): its odds and reordering, a file's centroid over a real
+index, and associations learned from mined queries read against a snapshot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from coderag.base.config import Settings
+from coderag.eval.file_probe import (Candidates, TermTranslation, centroid_scores, main, mined_pairs, pairwise_odds,
+                                     read_candidates, reordered_r1, translation_scores)
+from coderag.eval.ranker_data import snapshot_folder
+from coderag.pipelines.index_repository import index_repository
+from tests.conftest import TINY_FILES, write_files
+
+
+def _query(qid: str, corpus: str, gold: str, ranked: list[str], kind: str = "natural") -> dict:
+    return {"id": qid, "corpus": corpus, "kind": kind, "query": "q", "gold": [gold],
+            "outcomes": {"full": {"ranked": ranked}}}
+
+
+RUN = [
+    _query("hit", "c1", "a.py:1-5", ["a.py:1-5", "b.py:3-9", "a.py:7-9"]),
+    _query("miss", "c1", "b.py:1-2", ["c.py:1-4", "b.py:1-2"]),
+    _query("other kind", "c2", "a.py:1-5", ["b.py:1-5"], kind="commit"),
+]
+
+
+def test_candidates_keep_the_runs_file_order_and_their_spans() -> None:
+    cands = read_candidates(RUN)
+    assert [c.id for c in cands] == ["hit", "miss"]
+    assert cands[0].order == ["a.py", "b.py"] and cands[0].files["a.py"] == [(1, 5), (7, 9)]
+    assert cands[1].gold == {"b.py"}
+    assert len(read_candidates(RUN, kind=None)) == 3
+
+
+def test_odds_and_reordering_follow_the_score() -> None:
+    cands = read_candidates(RUN)
+    lifts_the_gold = [{"a.py": 1.0, "b.py": 0.0}, {"c.py": 0.0, "b.py": 1.0}]
+    assert pairwise_odds(cands, lifts_the_gold) == (1, 1, 1, 1)
+    assert reordered_r1(cands, lifts_the_gold, 0.0) == (0.5, {"c1": 0.5})  # weight 0: the run's own order
+    assert reordered_r1(cands, lifts_the_gold, 2.0) == (1.0, {"c1": 1.0})  # the gold one place down moves up
+    backwards = [{"a.py": 0.0, "b.py": 1.0}, {"c.py": 1.0, "b.py": 0.0}]
+    assert pairwise_odds(cands, backwards) == (0, 1, 0, 1)
+    assert reordered_r1(cands, backwards, 2.0)[0] == 0.0
+
+
+def test_a_files_centroid_is_nearer_the_question_it_answers(tmp_path: Path) -> None:
+    root = write_files(tmp_path / "repo", TINY_FILES)
+    index_repository(root, settings=Settings())
+    cand = Candidates("q", "tiny", "log a user in and retry after a wrong password", {"src/auth/service.py"},
+                      {"src/billing/invoice.py": [(1, 5)], "src/auth/service.py": [(1, 5)]})
+    [scores] = centroid_scores([cand], lambda corpus: root)
+    assert scores["src/auth/service.py"] > scores["src/billing/invoice.py"]
+    assert all(-1.0 <= s <= 1.0 for s in scores.values())
+
+
+def test_associations_are_learned_from_mined_changes_and_score_a_candidates_other_words(tmp_path: Path) -> None:
+    repo = "pypa/packaging"  # a training repository of HISTORY_REPOS: its snapshot's folder name is known
+    snapshots = tmp_path / "snapshots"
+    write_files(snapshot_folder(snapshots, repo), {"src/store.py": "def lookup(key):\n    return lru.get(key)\n"})
+    mined = tmp_path / "mined"
+    mined.mkdir()
+    record = {"query": "Speed up the cache", "gold": [{"file_path": "src/store.py", "start_line": 2, "end_line": 2}]}
+    (mined / "pypa+packaging.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    [(words, terms, name)] = list(mined_pairs(mined, snapshots))
+    assert name == repo and "cach" in words and {"lru", "lookup"} <= terms  # the change's line and its context
+    assert list(mined_pairs(mined, snapshots, leave_out=["packaging"])) == []
+
+    pairs = [(words, terms, f"{name}{i}") for i in range(5)]
+    translation = TermTranslation(pairs + [({"pars"}, {"token"}, f"r{i}") for i in range(5)], min_repos=5)
+    assert "lru" in translation.table["cach"]
+    assert TermTranslation(pairs, min_repos=6).table == {}  # seen in five repositories only
+    corpus = write_files(tmp_path / "corpus", {"a.py": "x = lru(1)\n", "b.py": "y = token(2)\n"})
+    cand = Candidates("q", "c", "the cache", {"a.py"}, {"a.py": [(1, 1)], "b.py": [(1, 1)]})
+    [scores] = translation_scores([cand], translation, lambda corpus_name: corpus)
+    assert scores["a.py"] > 0.0 == scores["b.py"]
+
+
+def test_the_command_refuses_translation_without_mined_queries(tmp_path: Path, capsys) -> None:
+    (tmp_path / "results.json").write_text(json.dumps({"queries": RUN}), encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path), "--evidence", "translation"])
+    assert stop.value.code == 2 and "--mined" in capsys.readouterr().err
