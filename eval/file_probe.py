@@ -10,10 +10,12 @@ in the order the variant gave them. For a score of each candidate file this prin
   the time without losing the first;
 - R@1 with the candidates reordered by ``place - w x (score - best score)``, for a few weights w, per corpus.
 
-Two scores are built in:
+Three scores are built in:
 
 - ``centroid``: the cosine of the query to the mean of the file's chunk vectors (every chunk of the file in the
   index, not only the candidates): a file about one thing against a grab-bag of helpers;
+- ``path``: the cosine of the query to the embedded words of the file's path (``ssr/tsrScript.ts`` is
+  "ssr tsr script"): what a file is named for, read by the model rather than word for word;
 - ``translation``: how much of the query a file's candidate chunk says in other words, by associations between
   the words of change descriptions and the terms of the lines they changed, learned from the mined commit and
   test queries of the ranker's training repositories (eval/README.md). A query word the chunk holds counts
@@ -23,14 +25,14 @@ Two scores are built in:
 
 Command line (a corpus of the run must be fetched and indexed as ``coderag eval`` left it)::
 
-    python -m coderag.eval.file_probe DIR --evidence centroid [--variant=full] [--kind=natural]
+    python -m coderag.eval.file_probe DIR --evidence centroid|path [--variant=full] [--kind=natural]
     python -m coderag.eval.file_probe DIR --evidence translation --mined DIR [--min-repos 4] [--leave-out NAME]...
 
 ``--mined`` is a folder of ``<owner>+<name>.jsonl`` query files of ``eval/history.py`` ``mine`` (commit and test
 queries), whose snapshots are under $CODERAG_HISTORY_DIR; ``--leave-out`` drops the repositories whose file
 name holds NAME (a training repository that is also a corpus of the run, or every repository the run
-searches). A run of mined queries (``coderag eval --corpus-root history=$CODERAG_HISTORY_DIR``) reads each
-query's repository's snapshot.
+searches). A run of mined queries (corpus ``history``: eval/tune_commits.py, ``ranker_data.py heldout``) reads
+each query's snapshot under $CODERAG_HISTORY_DIR, named by ``--dataset``, the file the run was made from.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -58,7 +61,8 @@ CONTEXT_LINES = 3  # lines around a change's lines read with them
 @dataclass
 class Candidates:
     """One query of a run: its gold files and its candidate files in the variant's order, each with the spans
-    of its candidate chunks. `corpus` is a corpus of eval/corpora.py or, for a mined query, its repository."""
+    of its candidate chunks. `corpus` is a corpus of eval/corpora.py or, for a mined query, the folder name of
+    its repository's snapshot under $CODERAG_HISTORY_DIR (eval/snapshots.py `snapshot_name`)."""
 
     id: str
     corpus: str
@@ -71,15 +75,17 @@ class Candidates:
         return list(self.files)
 
 
-def read_candidates(queries: Sequence[dict], variant: str = "full", kind: Optional[str] = "natural"
-                    ) -> List[Candidates]:
+def read_candidates(queries: Sequence[dict], variant: str = "full", kind: Optional[str] = "natural",
+                    corpus_of: Optional[Dict[str, str]] = None) -> List[Candidates]:
+    """The candidates of a run's `queries` of `kind` (None: all) under `variant`; `corpus_of` names the corpus of
+    a query by its id where the run's own name does not say which tree it searched (a mined query's snapshot)."""
     out = []
     for q in queries:
         outcome = q["outcomes"].get(variant)
         if outcome is None or (kind and q["kind"] != kind):
             continue
-        # A mined query's corpus is its repository's snapshot ("history" names them all).
-        c = Candidates(q["id"], q.get("repo") or q["corpus"], q["query"], set(ranked_files(q["gold"])))
+        corpus = (corpus_of or {}).get(q["id"], q["corpus"])
+        c = Candidates(q["id"], corpus, q["query"], set(ranked_files(q["gold"])))
         for span in outcome["ranked"]:
             path, lines = span.rsplit(":", 1)
             start, end = lines.split("-")
@@ -147,6 +153,41 @@ def centroid_scores(cands: Sequence[Candidates], root_of: Callable[[str], Path])
             q = np.asarray(queries[i], dtype=np.float32)
             q /= np.linalg.norm(q) + 1e-9
             out[i] = {p: float(centroids[p] @ q) if p in centroids else 0.0 for p in cands[i].files}
+    return out
+
+
+def path_words(path: str) -> str:
+    """A file's path as the words it is made of, for the embedding model.
+
+    >>> path_words("ssr/tsrScript.ts"), path_words("src/load_client/index.py")
+    ('ssr tsr script', 'src load client index')
+    """
+    stem = path.rsplit(".", 1)[0] if "." in path.rsplit("/", 1)[-1] else path
+    return " ".join(re.sub(r"[/_.\-]+", " ", re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", stem)).lower().split())
+
+
+def path_scores(cands: Sequence[Candidates], root_of: Callable[[str], Path]) -> List[Dict[str, float]]:
+    """Per query: the cosine of the query's vector to that of each candidate file's path words (`path_words`)."""
+    import numpy as np
+
+    out: List[Dict[str, float]] = [{} for _ in cands]
+    by_corpus: Dict[str, List[int]] = defaultdict(list)
+    for i, c in enumerate(cands):
+        by_corpus[c.corpus].append(i)
+
+    def unit(vector: Sequence[float]):
+        v = np.asarray(vector, dtype=np.float32)
+        return v / (np.linalg.norm(v) + 1e-9)
+
+    from coderag.pipelines.code_index import CodeIndex
+
+    for corpus, members in by_corpus.items():
+        with CodeIndex.open(root_of(corpus), create=False) as index:
+            embed = index.embed_model.get_query_embedding
+            paths = {p: unit(embed(path_words(p))) for i in members for p in cands[i].files}
+            for i in members:
+                q = unit(embed(cands[i].query))
+                out[i] = {p: float(paths[p] @ q) for p in cands[i].files}
     return out
 
 
@@ -255,25 +296,37 @@ def translation_scores(cands: Sequence[Candidates], translation: TermTranslation
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m coderag.eval.file_probe", description=__doc__.split("\n\n")[0])
     p.add_argument("run", type=Path, help="a folder written by coderag eval --out, or its results.json")
-    p.add_argument("--evidence", choices=("centroid", "translation"), required=True)
+    p.add_argument("--evidence", choices=("centroid", "path", "translation"), required=True)
     p.add_argument("--variant", default="full")
     p.add_argument("--kind", default="natural", help="the queries' kind ('' for all)")
     p.add_argument("--mined", type=Path, help="translation: the folder of mined query files")
     p.add_argument("--min-repos", type=int, default=4)
+    p.add_argument("--dataset", type=Path, help="the dataset file of a run of mined queries (corpus 'history'): "
+                                                  "each query's repository and snapshot commit")
     p.add_argument("--leave-out", action="append", default=[], metavar="NAME",
                    help="translation: skip mined files whose name holds NAME (repeatable)")
     a = p.parse_args(argv)
     from coderag.eval.corpora import corpus_root
-    from coderag.eval.history_repos import HISTORY_REPOS
-    from coderag.eval.ranker_data import history_root, snapshot_folder
+    from coderag.eval.ranker_data import history_root
+    from coderag.eval.snapshots import snapshot_name
+
+    snapshots = {}  # a mined query's id -> its snapshot's folder name
+    if a.dataset is not None:
+        for line in a.dataset.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            if rec.get("repo") and rec.get("commit"):
+                snapshots[rec["id"]] = snapshot_name(rec["repo"], rec["commit"])
 
     def root_of(corpus: str) -> Path:
-        return snapshot_folder(history_root(None), corpus) if corpus in HISTORY_REPOS else corpus_root(corpus)
+        return history_root(None) / corpus if corpus in snapshots.values() else corpus_root(corpus)
 
     run = a.run / RESULTS_NAME if a.run.is_dir() else a.run
-    cands = read_candidates(json.loads(run.read_text(encoding="utf-8"))["queries"], a.variant, a.kind or None)
+    cands = read_candidates(json.loads(run.read_text(encoding="utf-8"))["queries"], a.variant, a.kind or None,
+                            snapshots)
     if a.evidence == "centroid":
         scores = centroid_scores(cands, root_of)
+    elif a.evidence == "path":
+        scores = path_scores(cands, root_of)
     else:
         if a.mined is None:
             p.error("--evidence translation needs --mined DIR")

@@ -1,5 +1,5 @@
 """The file-level probe of a saved run (eval/file_probe.py): its odds and reordering, a file's centroid over a real
-index, and associations learned from mined queries read against a snapshot."""
+index, the words of its path, and associations learned from mined queries read against a snapshot."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from coderag.base.config import Settings
 from coderag.eval.file_probe import (Candidates, TermTranslation, centroid_scores, main, mined_pairs, pairwise_odds,
-                                     read_candidates, reordered_r1, translation_scores)
+                                     path_scores, read_candidates, reordered_r1, translation_scores)
 from coderag.eval.ranker_data import snapshot_folder
 from coderag.pipelines.index_repository import index_repository
 from tests.conftest import TINY_FILES, write_files
@@ -55,6 +55,9 @@ def test_a_files_centroid_is_nearer_the_question_it_answers(tmp_path: Path) -> N
     [scores] = centroid_scores([cand], lambda corpus: root)
     assert scores["src/auth/service.py"] > scores["src/billing/invoice.py"]
     assert all(-1.0 <= s <= 1.0 for s in scores.values())
+    billing = Candidates("q", "tiny", "what the customer is billed", {"src/billing/invoice.py"}, cand.files)
+    [by_path] = path_scores([billing], lambda corpus: root)
+    assert by_path["src/billing/invoice.py"] > by_path["src/auth/service.py"]  # "src billing invoice" is nearer
 
 
 def test_associations_are_learned_from_mined_changes_and_score_a_candidates_other_words(tmp_path: Path) -> None:
