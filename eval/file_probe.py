@@ -10,12 +10,14 @@ in the order the variant gave them. For a score of each candidate file this prin
   the time without losing the first;
 - R@1 with the candidates reordered by ``place - w x (score - best score)``, for a few weights w, per corpus.
 
-Three scores are built in:
+Four scores are built in:
 
 - ``centroid``: the cosine of the query to the mean of the file's chunk vectors (every chunk of the file in the
   index, not only the candidates): a file about one thing against a grab-bag of helpers;
 - ``path``: the cosine of the query to the embedded words of the file's path (``ssr/tsrScript.ts`` is
   "ssr tsr script"): what a file is named for, read by the model rather than word for word;
+- ``prose``: the cosine of the query to the embedded comments and docstrings alone of the file's best candidate
+  chunk: a question is worded in English, as they are, while a chunk's vector is mostly its code's;
 - ``translation``: how much of the query a file's candidate chunk says in other words, by associations between
   the words of change descriptions and the terms of the lines they changed, learned from the mined commit and
   test queries of the ranker's training repositories (eval/README.md). A query word the chunk holds counts
@@ -25,7 +27,7 @@ Three scores are built in:
 
 Command line (a corpus of the run must be fetched and indexed as ``coderag eval`` left it)::
 
-    python -m coderag.eval.file_probe DIR --evidence centroid|path [--variant=full] [--kind=natural]
+    python -m coderag.eval.file_probe DIR --evidence centroid|path|prose [--variant=full] [--kind=natural]
     python -m coderag.eval.file_probe DIR --evidence translation --mined DIR [--min-repos 4] [--leave-out NAME]...
 
 ``--mined`` is a folder of ``<owner>+<name>.jsonl`` query files of ``eval/history.py`` ``mine`` (commit and test
@@ -56,6 +58,9 @@ MIN_PAIRS = 5  # an association seen in fewer (query, change) pairs is chance
 MIN_LIFT = 2.0  # ... or one that co-occurs less than twice as often as the two terms' frequencies say
 MAX_TERM_CHARS = 12  # the parts of identifiers, not whole compound names (one project's words)
 CONTEXT_LINES = 3  # lines around a change's lines read with them
+PROSE_CHARS = 1000  # the model reads 256 tokens: more prose than this is not read
+_COMMENT = re.compile(r"^(?:#|//|/\*|\*|--)")
+_MARKERS = re.compile(r"^(?:#+|//+|/\*+|\*+/?|--)\s?")
 
 
 @dataclass
@@ -191,6 +196,60 @@ def path_scores(cands: Sequence[Candidates], root_of: Callable[[str], Path]) -> 
     return out
 
 
+def prose_of(text: str) -> str:
+    r'''The comments and docstrings of a chunk's text, markers gone, as one line of words.
+
+    >>> prose_of('def f(x):\n    """Strip the prefix.\n\n    Case is ignored."""\n    # then cut it\n    return x')
+    'Strip the prefix. Case is ignored. then cut it'
+    '''
+    out, in_doc = [], False
+    for line in text.splitlines():
+        stripped = line.strip()
+        quotes = stripped.count('"""') + stripped.count("'''")
+        if in_doc or quotes or _COMMENT.match(stripped):
+            out.append(_MARKERS.sub("", stripped.replace('"""', "").replace("'''", "")))
+        if quotes % 2:
+            in_doc = not in_doc
+    return " ".join(" ".join(out).split())
+
+
+def prose_scores(cands: Sequence[Candidates], root_of: Callable[[str], Path]) -> List[Dict[str, float]]:
+    """Per query: each candidate file's best cosine of the query's vector to the embedded prose (`prose_of`, four
+    words or more) of one of its candidate chunks; 0 for a file whose candidates have none."""
+    import numpy as np
+
+    from coderag.pipelines.code_index import CodeIndex
+
+    out: List[Dict[str, float]] = [{} for _ in cands]
+    by_corpus: Dict[str, List[int]] = defaultdict(list)
+    for i, c in enumerate(cands):
+        by_corpus[c.corpus].append(i)
+    for corpus, members in by_corpus.items():
+        root = root_of(corpus)
+        with CodeIndex.open(root, create=False) as index:
+            embed = index.embed_model.get_query_embedding
+            for i in members:
+                q = np.asarray(embed(cands[i].query), dtype=np.float32)
+                q /= np.linalg.norm(q) + 1e-9
+                for path, spans in cands[i].files.items():
+                    lines = _lines(root / path)
+                    best = 0.0
+                    for start, end in spans:
+                        prose = prose_of("\n".join(lines[start - 1:end]))
+                        if len(prose.split()) >= 4:
+                            v = np.asarray(embed(prose[:PROSE_CHARS]), dtype=np.float32)
+                            best = max(best, float(v @ q) / (float(np.linalg.norm(v)) + 1e-9))
+                    out[i][path] = best
+    return out
+
+
+def _lines(path: Path) -> List[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
 def query_words(text: str) -> Set[str]:
     return {t for t in code_terms(text) if t not in STOP_WORDS and len(t) > 2 and not t.isdigit()}
 
@@ -284,10 +343,7 @@ def translation_scores(cands: Sequence[Candidates], translation: TermTranslation
         root = root_of(c.corpus)
         scores = {}
         for path, spans in c.files.items():
-            try:
-                lines = (root / path).read_text(errors="replace").splitlines()
-            except OSError:
-                lines = []
+            lines = _lines(root / path)
             scores[path] = max(translation.score(c.query, "\n".join(lines[s - 1:e])) for s, e in spans)
         out.append(scores)
     return out
@@ -296,7 +352,7 @@ def translation_scores(cands: Sequence[Candidates], translation: TermTranslation
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m coderag.eval.file_probe", description=__doc__.split("\n\n")[0])
     p.add_argument("run", type=Path, help="a folder written by coderag eval --out, or its results.json")
-    p.add_argument("--evidence", choices=("centroid", "path", "translation"), required=True)
+    p.add_argument("--evidence", choices=("centroid", "path", "prose", "translation"), required=True)
     p.add_argument("--variant", default="full")
     p.add_argument("--kind", default="natural", help="the queries' kind ('' for all)")
     p.add_argument("--mined", type=Path, help="translation: the folder of mined query files")
@@ -327,6 +383,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         scores = centroid_scores(cands, root_of)
     elif a.evidence == "path":
         scores = path_scores(cands, root_of)
+    elif a.evidence == "prose":
+        scores = prose_scores(cands, root_of)
     else:
         if a.mined is None:
             p.error("--evidence translation needs --mined DIR")

@@ -1,5 +1,5 @@
 """The file-level probe of a saved run (eval/file_probe.py): its odds and reordering, a file's centroid over a real
-index, the words of its path, and associations learned from mined queries read against a snapshot."""
+index, the words of its path, its comments' words, and associations learned from mined queries read against a snapshot."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from coderag.base.config import Settings
 from coderag.eval.file_probe import (Candidates, TermTranslation, centroid_scores, main, mined_pairs, pairwise_odds,
-                                     path_scores, read_candidates, reordered_r1, translation_scores)
+                                     path_scores, prose_scores, read_candidates, reordered_r1, translation_scores)
 from coderag.eval.ranker_data import snapshot_folder
 from coderag.pipelines.index_repository import index_repository
 from tests.conftest import TINY_FILES, write_files
@@ -58,6 +58,10 @@ def test_a_files_centroid_is_nearer_the_question_it_answers(tmp_path: Path) -> N
     billing = Candidates("q", "tiny", "what the customer is billed", {"src/billing/invoice.py"}, cand.files)
     [by_path] = path_scores([billing], lambda corpus: root)
     assert by_path["src/billing/invoice.py"] > by_path["src/auth/service.py"]  # "src billing invoice" is nearer
+    whole = {path: [(1, len((root / path).read_text().splitlines()))] for path in cand.files}
+    retry = Candidates("q", "tiny", "wait longer after each failed login attempt", {"src/auth/service.py"}, whole)
+    [by_prose] = prose_scores([retry], lambda corpus: root)
+    assert by_prose["src/auth/service.py"] > max(by_prose["src/billing/invoice.py"], 0.0)  # its login's docstring
 
 
 def test_associations_are_learned_from_mined_changes_and_score_a_candidates_other_words(tmp_path: Path) -> None:
