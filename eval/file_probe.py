@@ -47,7 +47,7 @@ import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from coderag.eval.misses import ranked_files
 from coderag.eval.report import RESULTS_NAME
@@ -134,31 +134,43 @@ def reordered_r1(cands: Sequence[Candidates], scores: Sequence[Dict[str, float]]
             {corpus: sum(hits) / len(hits) for corpus, hits in by_corpus.items()})
 
 
+def _per_corpus(cands: Sequence[Candidates], root_of: Callable[[str], Path]) -> Iterator[Tuple[Path, Any, list]]:
+    """(root, its open index, its candidates) for each corpus of `cands`, one index open at a time."""
+    from coderag.pipelines.code_index import CodeIndex
+
+    by_corpus: Dict[str, List[Candidates]] = defaultdict(list)
+    for c in cands:
+        by_corpus[c.corpus].append(c)
+    for corpus, members in by_corpus.items():
+        root = root_of(corpus)
+        with CodeIndex.open(root, create=False) as index:
+            yield root, index, members
+
+
+def _unit(vector: Sequence[float]) -> Any:
+    import numpy as np
+
+    v = np.asarray(vector, dtype=np.float32)
+    return v / (np.linalg.norm(v) + 1e-9)
+
+
 def centroid_scores(cands: Sequence[Candidates], root_of: Callable[[str], Path]) -> List[Dict[str, float]]:
     """Per query: each candidate file's cosine of the query's vector to the mean of the file's chunk vectors."""
     import numpy as np
 
-    from coderag.pipelines.code_index import CodeIndex
-
-    out: List[Dict[str, float]] = [{} for _ in cands]
-    by_corpus: Dict[str, List[int]] = defaultdict(list)
-    for i, c in enumerate(cands):
-        by_corpus[c.corpus].append(i)
-    for corpus, members in by_corpus.items():
-        with CodeIndex.open(root_of(corpus), create=False) as index:
-            vectors, fields = index.vector_store.dense_vectors()
-            queries = {i: index.embed_model.get_query_embedding(cands[i].query) for i in members}
+    out: Dict[str, Dict[str, float]] = {}
+    for _, index, members in _per_corpus(cands, root_of):
+        vectors, fields = index.vector_store.dense_vectors()
         v = np.asarray(vectors, dtype=np.float32)
         v /= np.linalg.norm(v, axis=1, keepdims=True) + 1e-9
         rows: Dict[str, List[int]] = defaultdict(list)
         for row, f in enumerate(fields):
             rows[f["file_path"]].append(row)
         centroids = {path: v[r].mean(axis=0) for path, r in rows.items()}
-        for i in members:
-            q = np.asarray(queries[i], dtype=np.float32)
-            q /= np.linalg.norm(q) + 1e-9
-            out[i] = {p: float(centroids[p] @ q) if p in centroids else 0.0 for p in cands[i].files}
-    return out
+        for c in members:
+            q = _unit(index.embed_model.get_query_embedding(c.query))
+            out[c.id] = {p: float(centroids[p] @ q) if p in centroids else 0.0 for p in c.files}
+    return [out[c.id] for c in cands]
 
 
 def path_words(path: str) -> str:
@@ -173,27 +185,14 @@ def path_words(path: str) -> str:
 
 def path_scores(cands: Sequence[Candidates], root_of: Callable[[str], Path]) -> List[Dict[str, float]]:
     """Per query: the cosine of the query's vector to that of each candidate file's path words (`path_words`)."""
-    import numpy as np
-
-    out: List[Dict[str, float]] = [{} for _ in cands]
-    by_corpus: Dict[str, List[int]] = defaultdict(list)
-    for i, c in enumerate(cands):
-        by_corpus[c.corpus].append(i)
-
-    def unit(vector: Sequence[float]):
-        v = np.asarray(vector, dtype=np.float32)
-        return v / (np.linalg.norm(v) + 1e-9)
-
-    from coderag.pipelines.code_index import CodeIndex
-
-    for corpus, members in by_corpus.items():
-        with CodeIndex.open(root_of(corpus), create=False) as index:
-            embed = index.embed_model.get_query_embedding
-            paths = {p: unit(embed(path_words(p))) for i in members for p in cands[i].files}
-            for i in members:
-                q = unit(embed(cands[i].query))
-                out[i] = {p: float(paths[p] @ q) for p in cands[i].files}
-    return out
+    out: Dict[str, Dict[str, float]] = {}
+    for _, index, members in _per_corpus(cands, root_of):
+        embed = index.embed_model.get_query_embedding
+        paths = {p: _unit(embed(path_words(p))) for c in members for p in c.files}
+        for c in members:
+            q = _unit(embed(c.query))
+            out[c.id] = {p: float(paths[p] @ q) for p in c.files}
+    return [out[c.id] for c in cands]
 
 
 def prose_of(text: str) -> str:
@@ -215,32 +214,19 @@ def prose_of(text: str) -> str:
 
 def prose_scores(cands: Sequence[Candidates], root_of: Callable[[str], Path]) -> List[Dict[str, float]]:
     """Per query: each candidate file's best cosine of the query's vector to the embedded prose (`prose_of`, four
-    words or more) of one of its candidate chunks; 0 for a file whose candidates have none."""
-    import numpy as np
-
-    from coderag.pipelines.code_index import CodeIndex
-
-    out: List[Dict[str, float]] = [{} for _ in cands]
-    by_corpus: Dict[str, List[int]] = defaultdict(list)
-    for i, c in enumerate(cands):
-        by_corpus[c.corpus].append(i)
-    for corpus, members in by_corpus.items():
-        root = root_of(corpus)
-        with CodeIndex.open(root, create=False) as index:
-            embed = index.embed_model.get_query_embedding
-            for i in members:
-                q = np.asarray(embed(cands[i].query), dtype=np.float32)
-                q /= np.linalg.norm(q) + 1e-9
-                for path, spans in cands[i].files.items():
-                    lines = _lines(root / path)
-                    best = 0.0
-                    for start, end in spans:
-                        prose = prose_of("\n".join(lines[start - 1:end]))
-                        if len(prose.split()) >= 4:
-                            v = np.asarray(embed(prose[:PROSE_CHARS]), dtype=np.float32)
-                            best = max(best, float(v @ q) / (float(np.linalg.norm(v)) + 1e-9))
-                    out[i][path] = best
-    return out
+    words or more) of one of its candidate chunks, at least 0 (a file whose candidates have none)."""
+    out: Dict[str, Dict[str, float]] = {}
+    for root, index, members in _per_corpus(cands, root_of):
+        embed = index.embed_model.get_query_embedding
+        for c in members:
+            q = _unit(embed(c.query))
+            out[c.id] = {}
+            for path, spans in c.files.items():
+                lines = _lines(root / path)
+                proses = [prose_of("\n".join(lines[start - 1:end])) for start, end in spans]
+                out[c.id][path] = max([0.0] + [float(_unit(embed(p[:PROSE_CHARS])) @ q)
+                                               for p in proses if len(p.split()) >= 4])
+    return [out[c.id] for c in cands]
 
 
 def _lines(path: Path) -> List[str]:
