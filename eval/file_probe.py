@@ -8,7 +8,8 @@ in the order the variant gave them. For a score of each candidate file this prin
   above the second; where the first file is wrong and a gold file is among the candidates, how often the score
   puts that gold file above the wrong first. Evidence worth a feature wins the second far more often than half
   the time without losing the first;
-- R@1 with the candidates reordered by ``place - w x (score - best score)``, for a few weights w, per corpus.
+- "gold first" (the first file is a gold file) with the candidates reordered by ``place - w x (score - best
+  score)``, for a few weights w, per corpus.
 
 Four scores are built in:
 
@@ -119,10 +120,11 @@ def pairwise_odds(cands: Sequence[Candidates], scores: Sequence[Dict[str, float]
     return kept, hits, lifted, misses
 
 
-def reordered_r1(cands: Sequence[Candidates], scores: Sequence[Dict[str, float]], weight: float
+def reordered_gold_first(cands: Sequence[Candidates], scores: Sequence[Dict[str, float]], weight: float
                  ) -> Tuple[float, Dict[str, float]]:
-    """R@1 of the first files when each query's candidates are ordered by place - weight x (score - best),
-    over all the queries and per corpus. Weight 0 is the run's own order."""
+    """The share of queries whose first file is a gold file ("gold first": R@1 where the gold is one file) when
+    each query's candidates are ordered by place - weight x (score - best), over all the queries and per
+    corpus. Weight 0 is the run's own order."""
     by_corpus: Dict[str, List[bool]] = defaultdict(list)
     for c, s in zip(cands, scores):
         order = c.order
@@ -382,8 +384,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"{a.evidence} over {len(cands)} queries: right first kept above the wrong second {kept} / {hits}; "
           f"gold file above the wrong first {lifted} / {misses}")
     for w in WEIGHTS:
-        r1, per_corpus = reordered_r1(cands, scores, w)
-        print(f"w {w:g}: R@1 {r1:.3f}  " + "  ".join(f"{k} {v:.3f}" for k, v in sorted(per_corpus.items())))
+        r1, per_corpus = reordered_gold_first(cands, scores, w)
+        print(f"w {w:g}: gold first {r1:.3f}  " + "  ".join(f"{k} {v:.3f}" for k, v in sorted(per_corpus.items())))
     return 0
 
 

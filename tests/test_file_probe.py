@@ -10,7 +10,7 @@ import pytest
 
 from coderag.base.config import Settings
 from coderag.eval.file_probe import (Candidates, TermTranslation, centroid_scores, main, mined_pairs, pairwise_odds,
-                                     path_scores, prose_scores, read_candidates, reordered_r1, translation_scores)
+                                     path_scores, prose_scores, read_candidates, reordered_gold_first, translation_scores)
 from coderag.eval.ranker_data import snapshot_folder
 from coderag.pipelines.index_repository import index_repository
 from tests.conftest import TINY_FILES, write_files
@@ -40,11 +40,11 @@ def test_odds_and_reordering_follow_the_score() -> None:
     cands = read_candidates(RUN)
     lifts_the_gold = [{"a.py": 1.0, "b.py": 0.0}, {"c.py": 0.0, "b.py": 1.0}]
     assert pairwise_odds(cands, lifts_the_gold) == (1, 1, 1, 1)
-    assert reordered_r1(cands, lifts_the_gold, 0.0) == (0.5, {"c1": 0.5})  # weight 0: the run's own order
-    assert reordered_r1(cands, lifts_the_gold, 2.0) == (1.0, {"c1": 1.0})  # the gold one place down moves up
+    assert reordered_gold_first(cands, lifts_the_gold, 0.0) == (0.5, {"c1": 0.5})  # weight 0: the run's own order
+    assert reordered_gold_first(cands, lifts_the_gold, 2.0) == (1.0, {"c1": 1.0})  # the gold one place down moves up
     backwards = [{"a.py": 0.0, "b.py": 1.0}, {"c.py": 1.0, "b.py": 0.0}]
     assert pairwise_odds(cands, backwards) == (0, 1, 0, 1)
-    assert reordered_r1(cands, backwards, 2.0)[0] == 0.0
+    assert reordered_gold_first(cands, backwards, 2.0)[0] == 0.0
 
 
 def test_a_files_centroid_is_nearer_the_question_it_answers(tmp_path: Path) -> None:
