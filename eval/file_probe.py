@@ -19,12 +19,9 @@ Four scores are built in:
   "ssr tsr script"): what a file is named for, read by the model rather than word for word;
 - ``prose``: the cosine of the query to the embedded comments and docstrings alone of the file's best candidate
   chunk: a question is worded in English, as they are, while a chunk's vector is mostly its code's;
-- ``translation``: how much of the query a file's candidate chunk says in other words, by associations between
-  the words of change descriptions and the terms of the lines they changed, learned from the mined commit and
-  test queries of the ranker's training repositories (eval/README.md). A query word the chunk holds counts
-  nothing (the lexical features have it); one it lacks counts its strongest association among the chunk's
-  terms. An association must be seen in ``--min-repos`` repositories, so that what one project calls a
-  thing does not pass for a synonym.
+- ``translation``: how much of the query a file's best candidate chunk says in other words, by the associations
+  of eval/term_translation.py, learned from the mined commit and test queries of the ranker's training
+  repositories (eval/README.md).
 
 Command line (a corpus of the run must be fetched and indexed as ``coderag eval`` left it)::
 
@@ -42,23 +39,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import sys
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from coderag.eval.misses import ranked_files
 from coderag.eval.report import RESULTS_NAME
-from coderag.nodes.lexical import STOP_WORDS, code_terms
+from coderag.eval.term_translation import TermTranslation, mined_pairs
 
 WEIGHTS = (0.0, 2.0, 5.0, 10.0, 20.0)
-MIN_PAIRS = 5  # an association seen in fewer (query, change) pairs is chance
-MIN_LIFT = 2.0  # ... or one that co-occurs less than twice as often as the two terms' frequencies say
-MAX_TERM_CHARS = 12  # the parts of identifiers, not whole compound names (one project's words)
-CONTEXT_LINES = 3  # lines around a change's lines read with them
 PROSE_CHARS = 1000  # the model reads 256 tokens: more prose than this is not read
 _COMMENT = re.compile(r"^(?:#|//|/\*|\*|--)")
 _MARKERS = re.compile(r"^(?:#+|//+|/\*+|\*+/?|--)\s?")
@@ -236,91 +228,6 @@ def _lines(path: Path) -> List[str]:
         return path.read_text(errors="replace").splitlines()
     except OSError:
         return []
-
-
-def query_words(text: str) -> Set[str]:
-    return {t for t in code_terms(text) if t not in STOP_WORDS and len(t) > 2 and not t.isdigit()}
-
-
-def code_words(text: str) -> Set[str]:
-    return {t for t in code_terms(text) if 2 < len(t) <= MAX_TERM_CHARS and "_" not in t and not t.isdigit()}
-
-
-class TermTranslation:
-    """Associations between the words of change descriptions and the terms of the code they changed: for a
-    word w and a term t != w, log(lift) x n / (n + MIN_PAIRS), where n is the number of (description, change)
-    pairs holding both and lift how much more often than chance; kept when n >= MIN_PAIRS, lift >= MIN_LIFT
-    and the pair is seen in `min_repos` repositories.
-
-    >>> cache, parse = query_words("the cache"), query_words("parse")  # stemmed as the index stems
-    >>> pairs = [(cache, code_words("lru.get()"), repo) for repo in "abcd" for _ in range(3)]
-    >>> pairs += [(parse, code_words("token.get()"), repo) for repo in "abcd" for _ in range(3)]
-    >>> t = TermTranslation(pairs, min_repos=4)
-    >>> [sorted(t.table[w]) for w in (*cache, *parse)]
-    [['lru'], ['token']]
-    >>> t.score("the cache", "x = lru(y)") > 0.0, t.score("the cache", "cache = lru(y)")
-    (True, 0.0)
-    """
-
-    def __init__(self, pairs: Iterable[Tuple[Set[str], Set[str], str]], min_repos: int = 4) -> None:
-        n = 0
-        words, terms, both = Counter(), Counter(), Counter()
-        repos: Dict[Tuple[str, str], Set[str]] = defaultdict(set)
-        for q, d, repo in pairs:
-            n += 1
-            words.update(q)
-            terms.update(d)
-            for w in q:
-                for t in d:
-                    if t != w:
-                        both[(w, t)] += 1
-                        repos[(w, t)].add(repo)
-        self.table: Dict[str, Dict[str, float]] = defaultdict(dict)
-        for (w, t), count in both.items():
-            lift = count * n / (words[w] * terms[t])
-            if count >= MIN_PAIRS and lift >= MIN_LIFT and len(repos[(w, t)]) >= min_repos:
-                self.table[w][t] = math.log(lift) * count / (count + MIN_PAIRS)
-
-    def score(self, query: str, text: str) -> float:
-        """The mean over the query's words that `text` lacks of their strongest association among its terms
-        (0 for a word it holds), over all the query's words."""
-        q, d = query_words(query), code_words(text)
-        total = 0.0
-        for w in q:
-            assoc = self.table.get(w)
-            if assoc and w not in d:
-                total += max((assoc[t] for t in d if t in assoc), default=0.0)
-        return total / len(q) if q else 0.0
-
-
-def mined_pairs(mined: Path, snapshots: Path, leave_out: Sequence[str] = ()
-                ) -> Iterator[Tuple[Set[str], Set[str], str]]:
-    """(query words, code terms of the changed lines with CONTEXT_LINES around them, repository) of every mined
-    query in `mined` but those of the files whose name holds one of `leave_out`, read against the repository's
-    snapshot under `snapshots`."""
-    from coderag.eval.ranker_data import snapshot_folder
-
-    for path in sorted(mined.glob("*.jsonl")):
-        if any(name in path.name for name in leave_out):
-            continue
-        repo = path.stem.replace("+", "/", 1)
-        folder = snapshot_folder(snapshots, repo)
-        lines_of: Dict[str, List[str]] = {}
-        for line in path.read_text(encoding="utf-8").splitlines():
-            rec = json.loads(line)
-            parts = []
-            for g in rec["gold"]:
-                if g["file_path"] not in lines_of:
-                    try:
-                        lines_of[g["file_path"]] = (folder / g["file_path"]).read_text(errors="replace").splitlines()
-                    except OSError:
-                        lines_of[g["file_path"]] = []
-                lines = lines_of[g["file_path"]]
-                start, end = g.get("start_line") or 1, g.get("end_line") or len(lines)
-                parts.append("\n".join(lines[max(0, start - 1 - CONTEXT_LINES):end + CONTEXT_LINES]))
-            q, d = query_words(rec["query"]), code_words("\n".join(parts))
-            if q and d:
-                yield q, d, repo
 
 
 def translation_scores(cands: Sequence[Candidates], translation: TermTranslation,

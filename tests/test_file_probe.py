@@ -1,5 +1,6 @@
 """The file-level probe of a saved run (eval/file_probe.py): its odds and reordering, a file's centroid over a real
-index, the words of its path, its comments' words, and associations learned from mined queries read against a snapshot."""
+index, the words of its path and its comments' words; and the command's refusal of a translation probe without
+its data (the associations themselves: tests/test_term_translation.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from coderag.base.config import Settings
-from coderag.eval.file_probe import (Candidates, TermTranslation, centroid_scores, main, mined_pairs, pairwise_odds,
-                                     path_scores, prose_scores, read_candidates, reordered_gold_first, translation_scores)
-from coderag.eval.ranker_data import snapshot_folder
+from coderag.eval.file_probe import (Candidates, centroid_scores, main, pairwise_odds, path_scores, prose_scores,
+                                     read_candidates, reordered_gold_first)
 from coderag.pipelines.index_repository import index_repository
 from tests.conftest import TINY_FILES, write_files
 
@@ -62,28 +62,6 @@ def test_a_files_centroid_is_nearer_the_question_it_answers(tmp_path: Path) -> N
     retry = Candidates("q", "tiny", "wait longer after each failed login attempt", {"src/auth/service.py"}, whole)
     [by_prose] = prose_scores([retry], lambda corpus: root)
     assert by_prose["src/auth/service.py"] > max(by_prose["src/billing/invoice.py"], 0.0)  # its login's docstring
-
-
-def test_associations_are_learned_from_mined_changes_and_score_a_candidates_other_words(tmp_path: Path) -> None:
-    repo = "pypa/packaging"  # a training repository of HISTORY_REPOS: its snapshot's folder name is known
-    snapshots = tmp_path / "snapshots"
-    write_files(snapshot_folder(snapshots, repo), {"src/store.py": "def lookup(key):\n    return lru.get(key)\n"})
-    mined = tmp_path / "mined"
-    mined.mkdir()
-    record = {"query": "Speed up the cache", "gold": [{"file_path": "src/store.py", "start_line": 2, "end_line": 2}]}
-    (mined / "pypa+packaging.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
-    [(words, terms, name)] = list(mined_pairs(mined, snapshots))
-    assert name == repo and "cach" in words and {"lru", "lookup"} <= terms  # the change's line and its context
-    assert list(mined_pairs(mined, snapshots, leave_out=["packaging"])) == []
-
-    pairs = [(words, terms, f"{name}{i}") for i in range(5)]
-    translation = TermTranslation(pairs + [({"pars"}, {"token"}, f"r{i}") for i in range(5)], min_repos=5)
-    assert "lru" in translation.table["cach"]
-    assert TermTranslation(pairs, min_repos=6).table == {}  # seen in five repositories only
-    corpus = write_files(tmp_path / "corpus", {"a.py": "x = lru(1)\n", "b.py": "y = token(2)\n"})
-    cand = Candidates("q", "c", "the cache", {"a.py"}, {"a.py": [(1, 1)], "b.py": [(1, 1)]})
-    [scores] = translation_scores([cand], translation, lambda corpus_name: corpus)
-    assert scores["a.py"] > 0.0 == scores["b.py"]
 
 
 def test_the_command_refuses_translation_without_mined_queries(tmp_path: Path, capsys) -> None:
