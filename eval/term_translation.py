@@ -40,10 +40,8 @@ def code_words(text: str) -> Set[str]:
 
 
 class TermTranslation:
-    """Associations between the words of change descriptions and the terms of the code they changed: for a
-    word w and a term t != w, log(lift) x n / (n + MIN_PAIRS), where n is the number of (description, change)
-    pairs holding both and lift how much more often than chance; kept when n >= MIN_PAIRS, lift >= MIN_LIFT
-    and the pair is seen in `min_repos` repositories.
+    """The associations of (description words, code terms, repository) `pairs`, as the module defines them:
+    `table[w][t]` is the association of description word w with code term t.
 
     >>> cache, parse = query_words("the cache"), query_words("parse")  # stemmed as the index stems
     >>> pairs = [(cache, code_words("lru.get()"), repo) for repo in "abcd" for _ in range(3)]
