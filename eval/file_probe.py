@@ -13,8 +13,9 @@ in the order the variant gave them. For a score of each candidate file this prin
 
 Four scores are built in:
 
-- ``centroid``: the cosine of the query to the mean of the file's chunk vectors (every chunk of the file in the
-  index, not only the candidates): a file about one thing against a grab-bag of helpers;
+- ``centroid``: the query's mean cosine to the file's chunks (its dot product with the mean of their unit vectors;
+  every chunk of the file in the index, not only the candidates): a file about one thing against a grab-bag of
+  helpers;
 - ``path``: the cosine of the query to the embedded words of the file's path (``ssr/tsrScript.ts`` is
   "ssr tsr script"): what a file is named for, read by the model rather than word for word;
 - ``prose``: the cosine of the query to the embedded comments and docstrings alone of the file's best candidate
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
+from coderag.eval.datasets import file_lines
 from coderag.eval.misses import ranked_files
 from coderag.eval.report import RESULTS_NAME
 from coderag.eval.term_translation import TermTranslation, mined_pairs
@@ -149,7 +151,8 @@ def _unit(vector: Sequence[float]) -> Any:
 
 
 def centroid_scores(cands: Sequence[Candidates], root_of: Callable[[str], Path]) -> List[Dict[str, float]]:
-    """Per query: each candidate file's cosine of the query's vector to the mean of the file's chunk vectors."""
+    """Per query: each candidate file's mean cosine to the query, as the dot product of the query's unit vector with
+    the mean of the unit vectors of the file's chunks."""
     import numpy as np
 
     out: Dict[str, Dict[str, float]] = {}
@@ -224,10 +227,9 @@ def prose_scores(cands: Sequence[Candidates], root_of: Callable[[str], Path]) ->
 
 
 def _lines(path: Path) -> List[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
+    """A file's lines numbered as the index numbers them (`file_lines`: str.splitlines would also break at form
+    feeds and Unicode line separators, and shift every span after one); none for a file that is not there."""
+    return file_lines(path) if path.is_file() else []
 
 
 def translation_scores(cands: Sequence[Candidates], translation: TermTranslation,
@@ -268,8 +270,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if rec.get("repo") and rec.get("commit"):
                 snapshots[rec["id"]] = snapshot_name(rec["repo"], rec["commit"])
 
+    snapshot_folders = set(snapshots.values())
+
     def root_of(corpus: str) -> Path:
-        return history_root(None) / corpus if corpus in snapshots.values() else corpus_root(corpus)
+        return history_root(None) / corpus if corpus in snapshot_folders else corpus_root(corpus)
 
     run = a.run / RESULTS_NAME if a.run.is_dir() else a.run
     cands = read_candidates(json.loads(run.read_text(encoding="utf-8"))["queries"], a.variant, a.kind or None,

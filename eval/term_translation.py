@@ -89,6 +89,7 @@ def mined_pairs(mined: Path, snapshots: Path, leave_out: Sequence[str] = ()
     """(query words, code terms of the changed lines with CONTEXT_LINES around them, repository) of every mined
     query in `mined` but those of the files whose name holds one of `leave_out`, read against the repository's
     snapshot under `snapshots`."""
+    from coderag.eval.datasets import file_lines
     from coderag.eval.ranker_data import snapshot_folder
 
     for path in sorted(mined.glob("*.jsonl")):
@@ -101,11 +102,9 @@ def mined_pairs(mined: Path, snapshots: Path, leave_out: Sequence[str] = ()
             rec = json.loads(line)
             parts = []
             for g in rec["gold"]:
-                if g["file_path"] not in lines_of:
-                    try:
-                        lines_of[g["file_path"]] = (folder / g["file_path"]).read_text(errors="replace").splitlines()
-                    except OSError:
-                        lines_of[g["file_path"]] = []
+                if g["file_path"] not in lines_of:  # numbered as the snapshot's gold lines are (`file_lines`)
+                    source = folder / g["file_path"]
+                    lines_of[g["file_path"]] = file_lines(source) if source.is_file() else []
                 lines = lines_of[g["file_path"]]
                 start, end = g.get("start_line") or 1, g.get("end_line") or len(lines)
                 parts.append("\n".join(lines[max(0, start - 1 - CONTEXT_LINES):end + CONTEXT_LINES]))
