@@ -276,6 +276,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return history_root(None) / corpus if corpus in snapshot_folders else corpus_root(corpus)
 
     run = a.run / RESULTS_NAME if a.run.is_dir() else a.run
+    if not run.is_file():
+        p.error(f"no saved run at {run}: give the folder `coderag eval --out DIR` wrote, or its {RESULTS_NAME}")
     cands = read_candidates(json.loads(run.read_text(encoding="utf-8"))["queries"], a.variant, a.kind or None,
                             snapshots)
     if a.evidence == "centroid":

@@ -69,3 +69,9 @@ def test_the_command_refuses_translation_without_mined_queries(tmp_path: Path, c
     with pytest.raises(SystemExit) as stop:
         main([str(tmp_path), "--evidence", "translation"])
     assert stop.value.code == 2 and "--mined" in capsys.readouterr().err
+
+
+def test_the_command_names_a_run_folder_that_holds_no_run(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path / "no_such_run"), "--evidence", "centroid"])
+    assert stop.value.code == 2 and "no saved run at" in capsys.readouterr().err
