@@ -1,0 +1,61 @@
+"""(doc comment, definition) pairs read from a small snapshot (eval/doc_pairs.py), and the embedder fine-tuned on
+them with the bundled model (eval/train_embedder.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from coderag.eval.doc_pairs import DocPair, doc_pairs
+from coderag.eval.ranker_data import snapshot_folder
+from coderag.eval.train_embedder import BATCH, fine_tune, training_pairs
+from tests.conftest import write_files
+
+FILES = {
+    "pkg/urls.py": ('def scheme(url):\n    """The URL scheme, such as http or https, in lower case.\n\n'
+                    '    Args:\n        url: the URL\n    """\n    head = url.split(":")[0]\n    return head.lower()\n'),
+    "pkg/short.py": 'def one(x):\n    """Return the value it is given, unchanged by anything."""; return x\n',
+    "tests/test_urls.py": 'def test_scheme():\n    """The scheme of a plain URL is read in lower case."""\n    assert True\n',
+    "cmd/root.go": ("package cmd\n\n// Execute runs the root command and exits on an error.\n"
+                    "func Execute() {\n\tif err := root.Execute(); err != nil {\n\t\tos.Exit(1)\n\t}\n}\n"),
+    "src/query.ts": ("/**\n * Cancel every query whose key starts with the prefix given.\n * @param prefix the key prefix\n */\n"
+                     "export function cancelQueries(prefix: string) {\n  for (const q of all()) {\n"
+                     "    if (q.key.startsWith(prefix)) q.cancel();\n  }\n}\n"),
+}
+
+
+def test_pairs_are_source_definitions_with_their_doc_comments_and_no_docstring_in_the_code(tmp_path: Path) -> None:
+    write_files(tmp_path, FILES)
+    pairs = {p.path: p for p in doc_pairs(tmp_path, most=100)}
+    assert set(pairs) == {"pkg/urls.py", "cmd/root.go", "src/query.ts"}  # not the test, not the two-line function
+    assert pairs["pkg/urls.py"].query == "The URL scheme, such as http or https, in lower case."
+    assert "lower case" not in pairs["pkg/urls.py"].code and "head.lower()" in pairs["pkg/urls.py"].code
+    assert pairs["cmd/root.go"].query == "Execute runs the root command and exits on an error."
+    assert pairs["src/query.ts"].query == "Cancel every query whose key starts with the prefix given."
+    assert pairs["src/query.ts"].code.startswith("src/query.ts\nexport function cancelQueries")  # the path first
+    assert len(doc_pairs(tmp_path, most=2)) == 2
+
+
+def test_fine_tuning_moves_the_top_layers_only_and_saves_a_model_the_index_can_load(tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from coderag.base.config import Settings
+
+    snapshots = tmp_path / "snapshots"
+    files = {f"src/m{i}.py": f'def f{i}(a, b):\n    """Combine item {i} with the other one given here."""\n'
+                             f'    c = a + b * {i}\n    return c\n' for i in range(BATCH)}
+    write_files(snapshot_folder(snapshots, "pypa/packaging"), files)  # a training repository: its folder is known
+    by_repo = training_pairs(snapshots)
+    assert list(by_repo) == ["pypa/packaging"] and len(by_repo["pypa/packaging"]) == BATCH
+
+    out = tmp_path / "model"
+    assert fine_tune(by_repo, out, epochs=2, lr=1e-4, frozen_layers=3, log=lambda line: None) == 2
+    base = SentenceTransformer(str(Settings().model_dir()), device="cpu")[0].auto_model.state_dict()
+    tuned_model = SentenceTransformer(str(out), device="cpu")
+    tuned = tuned_model[0].auto_model.state_dict()
+    frozen = [k for k in base if k.startswith(("embeddings.", "encoder.layer.0.", "encoder.layer.2."))]
+    moved = [k for k in base if k.startswith("encoder.layer.5.") and k.endswith("weight")]
+    assert frozen and all(base[k].equal(tuned[k]) for k in frozen)
+    assert moved and any(not base[k].equal(tuned[k]) for k in moved)
+    assert tuned_model.max_seq_length == Settings().embedding.window_tokens
+    assert tuned_model.encode(["cancel the queries"]).shape == (1, 384)
+    assert all(isinstance(p, DocPair) for p in by_repo["pypa/packaging"])
