@@ -39,6 +39,7 @@ CODE_LINES = 60  # past the model's training window (128 tokens) anyway
 MAX_FILE_BYTES = 400_000  # generated tables and amalgamations
 _MARKERS = re.compile(r"^\s*(/\*\*?|\*/|\*|///?|//!|#)\s?")
 _STOPS = ("@", ":param", ":return", ":raises", "Args:", "Returns:", "Raises:", "#", "```", ">>>", "- ", "Example")
+_QUOTES = re.compile(r'^[rRbBuUfF]*("""|\'\'\'|"|\')|("""|\'\'\'|"|\')$')  # a Python string's prefix and quotes
 _BUILT = re.compile(r"(^|/)(vendor|third_party|node_modules|dist|build|umd)(/|$)|\.min\.js$|\.d\.ts$")
 
 
@@ -104,7 +105,7 @@ def pairs_in_file(path: Path, rel: str, language: str, parser) -> Iterator[DocPa
             doc = _python_docstring(node)
             if doc is None:
                 continue
-            query = first_paragraph(src[doc.start_byte:doc.end_byte].decode("utf-8", "replace").strip("\"'rbuRBU \n"))
+            query = first_paragraph(_QUOTES.sub("", src[doc.start_byte:doc.end_byte].decode("utf-8", "replace")))
             code = (src[outer.start_byte:doc.start_byte] + src[doc.end_byte:node.end_byte]).decode("utf-8", "replace")
         else:
             query = first_paragraph(_leading_comment(outer, src))

@@ -13,6 +13,7 @@ from tests.conftest import write_files
 FILES = {
     "pkg/urls.py": ('def scheme(url):\n    """The URL scheme, such as http or https, in lower case.\n\n'
                     '    Args:\n        url: the URL\n    """\n    head = url.split(":")[0]\n    return head.lower()\n'),
+    "pkg/io.py": 'def read(b):\n    r"""Read everything that is left in the buffer"""\n    data = b.read()\n    return data\n',
     "pkg/short.py": 'def one(x):\n    """Return the value it is given, unchanged by anything."""; return x\n',
     "tests/test_urls.py": 'def test_scheme():\n    """The scheme of a plain URL is read in lower case."""\n    assert True\n',
     "cmd/root.go": ("package cmd\n\n// Execute runs the root command and exits on an error.\n"
@@ -26,8 +27,9 @@ FILES = {
 def test_pairs_are_source_definitions_with_their_doc_comments_and_no_docstring_in_the_code(tmp_path: Path) -> None:
     write_files(tmp_path, FILES)
     pairs = {p.path: p for p in doc_pairs(tmp_path, most=100)}
-    assert set(pairs) == {"pkg/urls.py", "cmd/root.go", "src/query.ts"}  # not the test, not the two-line function
+    assert set(pairs) == {"pkg/urls.py", "pkg/io.py", "cmd/root.go", "src/query.ts"}  # not the test, not the two-line function
     assert pairs["pkg/urls.py"].query == "The URL scheme, such as http or https, in lower case."
+    assert pairs["pkg/io.py"].query == "Read everything that is left in the buffer"  # quotes off, not its last r
     assert "lower case" not in pairs["pkg/urls.py"].code and "head.lower()" in pairs["pkg/urls.py"].code
     assert pairs["cmd/root.go"].query == "Execute runs the root command and exits on an error."
     assert pairs["src/query.ts"].query == "Cancel every query whose key starts with the prefix given."
