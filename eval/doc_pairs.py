@@ -3,8 +3,8 @@ embedding model on.
 
 A code embedder learns to read a question about code from definitions and the sentences their authors wrote
 about them; the training repositories hold such pairs by the thousand, and we wrote none of them. A pair is a
-source definition (a node type of `nodes/languages.GRAMMARS`, three lines or more, outside tests, docs and
-examples) with its Python docstring or the comment just above it:
+source definition (a node type of `nodes/languages.GRAMMARS`, three lines or more, in a file an index would
+read, outside tests, docs and examples) with its Python docstring or the comment just above it:
 
 - the query is the comment's first paragraph, cut where its tags or examples start (`@param`, `Args:`, `>>>`),
   and kept when it has 5 to 80 words;
@@ -40,7 +40,6 @@ MAX_FILE_BYTES = 400_000  # generated tables and amalgamations
 _MARKERS = re.compile(r"^\s*(/\*\*?|\*/|\*|///?|//!|#)\s?")
 _STOPS = ("@", ":param", ":return", ":raises", "Args:", "Returns:", "Raises:", "#", "```", ">>>", "- ", "Example")
 _QUOTES = re.compile(r'^[rRbBuUfF]*("""|\'\'\'|"|\')|("""|\'\'\'|"|\')$')  # a Python string's prefix and quotes
-_BUILT = re.compile(r"(^|/)(vendor|third_party|node_modules|dist|build|umd)(/|$)|\.min\.js$|\.d\.ts$")
 
 
 @dataclass(frozen=True)
@@ -118,19 +117,20 @@ def doc_pairs(root: Path, most: int, seed: int = 0) -> List[DocPair]:
     """Up to `most` pairs of the snapshot at `root`, drawn at random (by `seed`) from all of them."""
     from tree_sitter_language_pack import get_parser
 
+    from coderag.nodes.ignore import IgnoreMatcher
+    from coderag.nodes.scan import SkipLog, walk
+
     parsers: dict = {}
     pairs: List[DocPair] = []
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if not path.is_file() or _BUILT.search(rel) or "/." in "/" + rel:
-            continue
+    for entry in walk(root, IgnoreMatcher(root), SkipLog()):  # the files an index of `root` would read
+        rel = entry.rel_path
         language = detect_language(rel)
         if language not in GRAMMARS or file_role(rel, language) != SOURCE:
             continue
         if language not in parsers:
             parsers[language] = get_parser(language)
         try:
-            pairs.extend(pairs_in_file(path, rel, language, parsers[language]))
+            pairs.extend(pairs_in_file(Path(entry.abs_path), rel, language, parsers[language]))
         except (OSError, ValueError):
             continue  # unreadable or unparsable: a snapshot's odd file costs a few pairs, not the run
     random.Random(seed).shuffle(pairs)

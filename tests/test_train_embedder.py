@@ -18,6 +18,8 @@ FILES = {
     "tests/test_urls.py": 'def test_scheme():\n    """The scheme of a plain URL is read in lower case."""\n    assert True\n',
     "cmd/root.go": ("package cmd\n\n// Execute runs the root command and exits on an error.\n"
                     "func Execute() {\n\tif err := root.Execute(); err != nil {\n\t\tos.Exit(1)\n\t}\n}\n"),
+    "vendor/lib/root.go": ("package lib\n\n// Execute runs the vendored root command and exits on an error.\n"
+                           "func Execute() {\n\tif err := run(); err != nil {\n\t\tpanic(err)\n\t}\n}\n"),
     "src/query.ts": ("/**\n * Cancel every query whose key starts with the prefix given.\n * @param prefix the key prefix\n */\n"
                      "export function cancelQueries(prefix: string) {\n  for (const q of all()) {\n"
                      "    if (q.key.startsWith(prefix)) q.cancel();\n  }\n}\n"),
@@ -27,7 +29,7 @@ FILES = {
 def test_pairs_are_source_definitions_with_their_doc_comments_and_no_docstring_in_the_code(tmp_path: Path) -> None:
     write_files(tmp_path, FILES)
     pairs = {p.path: p for p in doc_pairs(tmp_path, most=100)}
-    assert set(pairs) == {"pkg/urls.py", "pkg/io.py", "cmd/root.go", "src/query.ts"}  # not the test, not the two-line function
+    assert set(pairs) == {"pkg/urls.py", "pkg/io.py", "cmd/root.go", "src/query.ts"}  # no test, two-line function or vendored code
     assert pairs["pkg/urls.py"].query == "The URL scheme, such as http or https, in lower case."
     assert pairs["pkg/io.py"].query == "Read everything that is left in the buffer"  # quotes off, not its last r
     assert "lower case" not in pairs["pkg/urls.py"].code and "head.lower()" in pairs["pkg/urls.py"].code
