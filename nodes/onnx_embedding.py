@@ -173,8 +173,10 @@ def mean_pooling_model(model_dir: Path) -> bool:
         pooling = json.loads((model_dir / "1_Pooling" / "config.json").read_text("utf-8"))
     except (OSError, ValueError, KeyError):
         return False
-    return kinds in (["Transformer", "Pooling", "Normalize"], ["Transformer", "Pooling"]) and \
-        pooling.get("pooling_mode_mean_tokens") and not pooling.get("pooling_mode_cls_token")
+    # sentence-transformers 6 writes `"pooling_mode": "mean"`; older versions, one flag a mode (the bundled model)
+    mean = pooling.get("pooling_mode") in ("mean", ["mean"]) or \
+        (pooling.get("pooling_mode_mean_tokens") and not pooling.get("pooling_mode_cls_token"))
+    return kinds in (["Transformer", "Pooling", "Normalize"], ["Transformer", "Pooling"]) and bool(mean)
 
 
 def export_onnx(model_dir: Path) -> Optional[Path]:

@@ -192,3 +192,21 @@ def test_document_model_gives_back_its_batch_memory(onnx_env) -> None:
     model.release_memory()
     assert grown - _rss_mb() > 100  # measured: ~600 MB held after such a batch, ~20 after the release
     assert np.allclose(np.array(model.get_text_embedding_batch(texts)), before, atol=1e-6)
+
+
+def test_a_model_the_installed_sentence_transformers_saves_takes_the_onnx_path(tmp_path: Path) -> None:
+    """A model a user fine-tunes and names in embedding.model_path is saved by today's sentence-transformers,
+    whose pooling config says `"pooling_mode": "mean"` where older ones set one flag a mode: both are mean
+    pooling, and CLS pooling is not."""
+    import json
+
+    from sentence_transformers import SentenceTransformer
+
+    from coderag.nodes.onnx_embedding import mean_pooling_model
+
+    saved = tmp_path / "saved"
+    SentenceTransformer(str(Settings().model_dir()), device="cpu").save(str(saved))
+    assert mean_pooling_model(saved)
+    assert mean_pooling_model(Settings().model_dir())  # the bundled folder, in the older format
+    (saved / "1_Pooling" / "config.json").write_text(json.dumps({"embedding_dimension": 384, "pooling_mode": "cls"}))
+    assert not mean_pooling_model(saved)
