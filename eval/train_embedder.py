@@ -97,7 +97,7 @@ def fine_tune(by_repo: Dict[str, List[DocPair]], out: Path, *, epochs: float = D
 
     def embed(texts: Sequence[str], tokens: int):
         model.max_seq_length = tokens
-        return torch.nn.functional.normalize(model(model.tokenize(list(texts)))["sentence_embedding"], dim=-1)
+        return torch.nn.functional.normalize(model(model.preprocess(list(texts)))["sentence_embedding"], dim=-1)
 
     model.train()
     t0, step = time.time(), 0
@@ -137,6 +137,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--lr", type=float, default=DEFAULT_LR)
     p.add_argument("--frozen-layers", type=int, default=FROZEN_LAYERS)
     a = p.parse_args(argv)
+    if a.out.exists() and any(a.out.iterdir()):
+        p.error(f"{a.out} is not empty: name a new folder, so that no model is written over")
     snapshots = history_root(a.snapshots)
     by_repo = training_pairs(snapshots, a.per_repo)
     if not by_repo:

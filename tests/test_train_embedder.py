@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from coderag.eval.doc_pairs import DocPair, doc_pairs
 from coderag.eval.ranker_data import snapshot_folder
 from coderag.eval.train_embedder import BATCH, fine_tune, training_pairs
@@ -63,3 +65,14 @@ def test_fine_tuning_moves_the_unfrozen_top_layer_only_and_saves_a_model_the_ind
     assert tuned_model.max_seq_length == Settings().embedding.window_tokens
     assert tuned_model.encode(["cancel the queries"]).shape == (1, 384)
     assert all(isinstance(p, DocPair) for p in by_repo["pypa/packaging"])
+
+
+def test_the_command_writes_no_model_over_a_folder_that_holds_one(tmp_path: Path, capsys) -> None:
+    from coderag.eval.train_embedder import main
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        main(["--out", str(tmp_path / "model"), "--snapshots", str(tmp_path)])
+    assert stop.value.code == 2 and "is not empty" in capsys.readouterr().err
+    assert (tmp_path / "model" / "config.json").read_text(encoding="utf-8") == "{}"
