@@ -88,10 +88,8 @@ def _leading_comment(node, src: bytes) -> str:
     return "\n".join(texts)
 
 
-def pairs_in_file(path: Path, rel: str, language: str, parser) -> Iterator[DocPair]:
-    src = path.read_bytes()
-    if len(src) > MAX_FILE_BYTES:
-        return
+def pairs_in_file(src: bytes, rel: str, language: str, parser) -> Iterator[DocPair]:
+    """The pairs of one file's `src`, parsed by `parser` (tree-sitter's, for `language`)."""
     grammar = GRAMMARS[language]
     stack = [parser.parse(src).root_node]
     while stack:
@@ -118,20 +116,21 @@ def doc_pairs(root: Path, most: int, seed: int = 0) -> List[DocPair]:
     from tree_sitter_language_pack import get_parser
 
     from coderag.nodes.ignore import IgnoreMatcher
-    from coderag.nodes.scan import SkipLog, walk
+    from coderag.nodes.scan import SkipLog, read_text_file, walk
 
     parsers: dict = {}
     pairs: List[DocPair] = []
-    for entry in walk(root, IgnoreMatcher(root), SkipLog()):  # the files an index of `root` would read
+    skips = SkipLog()  # what the index would leave out, and why; a snapshot's odd file costs a few pairs, not the run
+    for entry in walk(root, IgnoreMatcher(root), skips):  # the files an index of `root` would read, read as it does
         rel = entry.rel_path
         language = detect_language(rel)
         if language not in GRAMMARS or file_role(rel, language) != SOURCE:
             continue
+        read = read_text_file(entry, skips, hard_max_bytes=MAX_FILE_BYTES)
+        if read is None:
+            continue
         if language not in parsers:
             parsers[language] = get_parser(language)
-        try:
-            pairs.extend(pairs_in_file(Path(entry.abs_path), rel, language, parsers[language]))
-        except (OSError, ValueError):
-            continue  # unreadable or unparsable: a snapshot's odd file costs a few pairs, not the run
+        pairs.extend(pairs_in_file(read.text.encode("utf-8"), rel, language, parsers[language]))
     random.Random(seed).shuffle(pairs)
     return pairs[:most]

@@ -26,7 +26,6 @@ import math
 import random
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
