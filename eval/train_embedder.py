@@ -1,5 +1,6 @@
 """Fine-tune the bundled embedding model on (doc comment, definition) pairs of the training repositories
-(eval/doc_pairs.py), and save it as a sentence-transformers folder that `embedding.model_path` can name.
+(eval/doc_pairs.py) and, given their mined queries, (change description, changed code) pairs (eval/change_pairs.py),
+and save it as a sentence-transformers folder that `embedding.model_path` can name.
 
 Both the queries and the chunks are embedded by the one model, so an index built with another model must be
 built again (`coderag eval` does it for the eval corpora when `$CODERAG_CONFIG` names the model; give it a cache
@@ -16,6 +17,7 @@ The recipe (eval/RESULTS.md, "the embedder fine-tuned on the training repositori
 Usage::
 
     python -m coderag.eval.train_embedder --out /work/ft/model        # the training repositories' snapshots
+    python -m coderag.eval.train_embedder --out DIR --mined /work/exp/mined   # and their commits' pairs
     python -m coderag.eval.train_embedder --out DIR --epochs 1 --lr 3e-5
 """
 
@@ -29,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from coderag.eval.change_pairs import change_pairs
 from coderag.eval.doc_pairs import DocPair, doc_pairs
 from coderag.eval.history_repos import HISTORY_REPOS, TRAIN
 
@@ -36,6 +39,7 @@ from coderag.eval.history_repos import HISTORY_REPOS, TRAIN
 # that the tune questions are asked of code the model never trained on.
 TUNE_CORPUS_REPOS = ("python-attrs/attrs",)
 PAIRS_PER_REPO = 400
+CHANGE_PAIRS_PER_REPO = 200
 BATCH = 32
 SCALE = 20.0  # cosines times 20: the usual temperature of sentence-transformers' in-batch loss
 QUERY_TOKENS, CODE_TOKENS = 64, 128
@@ -44,8 +48,10 @@ WARMUP = 0.1
 DEFAULT_EPOCHS, DEFAULT_LR = 0.5, 1e-5
 
 
-def training_pairs(snapshots: Path, per_repo: int = PAIRS_PER_REPO) -> Dict[str, List[DocPair]]:
-    """repo -> its pairs, for each training repository whose snapshot is under `snapshots`."""
+def training_pairs(snapshots: Path, per_repo: int = PAIRS_PER_REPO, mined: Optional[Path] = None,
+                   change_per_repo: int = CHANGE_PAIRS_PER_REPO) -> Dict[str, List[DocPair]]:
+    """repo -> its pairs, for each training repository whose snapshot is under `snapshots`: its doc-comment
+    pairs and, where `mined` holds its mined queries (``<owner>+<name>.jsonl``), its change pairs."""
     from coderag.eval.ranker_data import snapshot_folder
 
     out: Dict[str, List[DocPair]] = {}
@@ -53,6 +59,9 @@ def training_pairs(snapshots: Path, per_repo: int = PAIRS_PER_REPO) -> Dict[str,
         folder = snapshot_folder(snapshots, repo)
         if split == TRAIN and repo not in TUNE_CORPUS_REPOS and folder.is_dir():
             pairs = doc_pairs(folder, per_repo)
+            queries = mined / (repo.replace("/", "+") + ".jsonl") if mined else None
+            if queries is not None and queries.is_file():
+                pairs += change_pairs(queries, folder, change_per_repo)
             if len(pairs) >= BATCH:
                 out[repo] = pairs
     return out
@@ -131,7 +140,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m coderag.eval.train_embedder", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="the folder the fine-tuned model is saved to")
     p.add_argument("--snapshots", help="the training repositories' snapshots (default: the history snapshots' folder)")
-    p.add_argument("--per-repo", type=int, default=PAIRS_PER_REPO)
+    p.add_argument("--per-repo", type=int, default=PAIRS_PER_REPO, help="doc-comment pairs per repository")
+    p.add_argument("--mined", type=Path, help="the training repositories' mined queries (eval/history.py), one "
+                   "<owner>+<name>.jsonl each: their change pairs join the doc-comment pairs")
+    p.add_argument("--change-per-repo", type=int, default=CHANGE_PAIRS_PER_REPO, help="change pairs per repository")
     p.add_argument("--epochs", type=float, default=DEFAULT_EPOCHS)
     p.add_argument("--lr", type=float, default=DEFAULT_LR)
     p.add_argument("--frozen-layers", type=int, default=FROZEN_LAYERS)
@@ -139,7 +151,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.out.exists() and any(a.out.iterdir()):
         p.error(f"{a.out} is not empty: name a new folder, so that no model is written over")
     snapshots = history_root(a.snapshots)
-    by_repo = training_pairs(snapshots, a.per_repo)
+    if a.mined is not None and not a.mined.is_dir():
+        p.error(f"--mined {a.mined} is not a folder: give the folder of the mined queries' <owner>+<name>.jsonl files")
+    by_repo = training_pairs(snapshots, a.per_repo, a.mined, a.change_per_repo)
     if not by_repo:
         p.error(f"no training repository's snapshot under {snapshots}: make them with "
                 "`python -m coderag.eval.ranker_data snapshots --mirror DIR`")

@@ -1,13 +1,16 @@
-"""(doc comment, definition) pairs read from a small snapshot (eval/doc_pairs.py), and the embedder fine-tuned on
-them with the bundled model (eval/train_embedder.py)."""
+"""(doc comment, definition) pairs read from a small snapshot (eval/doc_pairs.py), (change description, changed code)
+pairs of mined queries (eval/change_pairs.py), and the embedder fine-tuned on them with the bundled model
+(eval/train_embedder.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from coderag.eval.doc_pairs import DocPair, doc_pairs
+from coderag.eval.change_pairs import change_pairs
+from coderag.eval.doc_pairs import CODE_LINES, DocPair, doc_pairs
 from coderag.eval.ranker_data import snapshot_folder
 from coderag.eval.train_embedder import BATCH, fine_tune, training_pairs
 from tests.conftest import write_files
@@ -39,6 +42,35 @@ def test_pairs_are_source_definitions_with_their_doc_comments_and_no_docstring_i
     assert pairs["src/query.ts"].query == "Cancel every query whose key starts with the prefix given."
     assert pairs["src/query.ts"].code.startswith("src/query.ts\nexport function cancelQueries")  # the path first
     assert len(doc_pairs(tmp_path, most=2)) == 2
+
+
+def test_change_pairs_hold_the_definition_the_change_is_in_or_the_lines_around_it(tmp_path: Path) -> None:
+    long_body = "".join(f"    total += {i}\n" for i in range(3 * CODE_LINES))
+    write_files(tmp_path / "snap", {
+        "pkg/cfg.py": ("import os\n\n\nclass Config:\n    def load(self, path):\n        if not os.path.exists(path):\n"
+                       "            return {}\n        return read(path)\n\n\ndef other():\n    return 1\n"),
+        "pkg/long.py": "def summed():\n    total = 0\n" + long_body + "    return total\n",
+    })
+    change_line = 3 + CODE_LINES + 10  # deep in summed(), past the lines a pair keeps from a definition's top
+    mined = [
+        {"query": "Return an empty config when the file is missing", "kind": "commit",
+         "gold": [{"file_path": "pkg/cfg.py", "start_line": 1, "end_line": 1},  # the import: outside a definition
+                  {"file_path": "pkg/cfg.py", "start_line": 6, "end_line": 7}]},
+        {"query": "Add the late values to the sum as well", "kind": "commit",
+         "gold": [{"file_path": "pkg/long.py", "start_line": change_line, "end_line": change_line}]},
+        {"query": "Change a file the snapshot no longer has", "kind": "commit",
+         "gold": [{"file_path": "pkg/gone.py", "start_line": 1, "end_line": 2}]},
+    ]
+    (tmp_path / "mined.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mined), encoding="utf-8")
+    pairs = {p.path: p for p in change_pairs(tmp_path / "mined.jsonl", tmp_path / "snap", most=10)}
+    assert set(pairs) == {"pkg/cfg.py", "pkg/long.py"}  # the gone file gives none
+    assert pairs["pkg/cfg.py"].query == "Return an empty config when the file is missing"
+    assert pairs["pkg/cfg.py"].code == ("pkg/cfg.py\n    def load(self, path):\n        if not os.path.exists(path):\n"
+                                         "            return {}\n        return read(path)")  # the method, not the import
+    code = pairs["pkg/long.py"].code.splitlines()
+    assert code[0] == "pkg/long.py" and len(code) == CODE_LINES + 1
+    assert f"    total += {change_line - 3}" in code and "def summed():" not in code
+    assert len(change_pairs(tmp_path / "mined.jsonl", tmp_path / "snap", most=1)) == 1
 
 
 def test_fine_tuning_moves_the_unfrozen_top_layer_only_and_saves_a_model_the_index_can_load(tmp_path: Path) -> None:
