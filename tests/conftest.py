@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -138,13 +137,14 @@ def coderag_cache(tmp_path_factory: pytest.TempPathFactory):
     runs, so module fixtures and the `coderag` processes tests spawn use it too: the suite writes no ONNX
     export (~110 MB) into the user's ~/.cache/coderag and prunes nothing there.
 
-    The model's ONNX twin (fp32, and the int8 copy that queries use) is made here once, as a user's
-    first index leaves it (copied from the user's cache when an export of the same weights is there): every index build and every spawned owner then loads it in ~0.2 s, instead of
-    importing torch (~7 s a process) or exporting again."""
+    The default model's folder (base/model_files.py) is written into it here once, and the model's ONNX twin
+    (fp32, and the int8 copy that queries use) made, as a user's first index leaves them: every index build and
+    every spawned owner then loads it in ~0.2 s, instead of importing torch (~7 s a process) or exporting
+    again."""
     from filelock import FileLock
 
     from coderag.base.config import Settings
-    from coderag.nodes.onnx_embedding import export_onnx, onnx_path, quantize_onnx
+    from coderag.nodes.onnx_embedding import export_onnx, quantize_onnx
 
     # Under pytest-xdist every worker has its own basetemp below one shared folder: the workers share the
     # cache, and the first to take the lock exports for all of them.
@@ -152,14 +152,10 @@ def coderag_cache(tmp_path_factory: pytest.TempPathFactory):
     cache = shared / "coderag-cache" if shared is not None else tmp_path_factory.mktemp("coderag-cache")
     cache.mkdir(exist_ok=True)
     old = os.environ.get("CODERAG_CACHE_DIR")
-    model_dir = Settings().model_dir()
-    users = onnx_path(model_dir).parent  # the user's export of this model, if one was made (read, never written)
     os.environ["CODERAG_CACHE_DIR"] = str(cache)
     try:
         with FileLock(str(cache) + ".lock"):
-            ours = onnx_path(model_dir).parent
-            if not ours.exists() and (users / "model.onnx").is_file() and (users / "model.int8.onnx").is_file():
-                shutil.copytree(users, ours)  # 0.3 s instead of ~14 s of torch import and export
+            model_dir = Settings().model_dir()  # written into the session's cache: nothing into the user's
             assert export_onnx(model_dir) is not None and quantize_onnx(model_dir) is not None
         yield cache
     finally:

