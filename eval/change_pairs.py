@@ -53,7 +53,7 @@ def change_code(lines: List[str], rel: str, ranges: Sequence[Tuple[int, int]], t
     for start, end in ranges:
         found = _enclosing_definition(tree.root_node, start - 1, end - 1, GRAMMARS[language])
         spans.append((found is not None, end - start, start, end, found))
-    inside, _, start, end, found = max(spans, key=lambda s: (s[0], s[1], -s[2]))
+    _, _, start, end, found = max(spans, key=lambda s: (s[0], s[1], -s[2]))  # inside one, widest, first
     if found is not None and start - 1 - found[0] < CODE_LINES - (end - start) - 1:
         first = found[0]
         last = min(found[1], first + CODE_LINES - 1)

@@ -19,7 +19,6 @@ Command line: ``python -m coderag.eval.corpora [fetch|path|list] [NAME|all]``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -31,6 +30,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from coderag.base.model_files import file_digest
 from coderag.eval.corpus_table import CORPORA, Corpus
 from coderag.eval.snapshots import SNAPSHOTS, SnapshotCorpus, snapshot_name, snapshot_root
 
@@ -104,12 +104,7 @@ def is_fetched(name: str) -> bool:
         return False
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+sha256_of = file_digest  # an archive's digest, read as the model's files are
 
 
 def _urlopen(url: str, accept: str | None = None):

