@@ -45,6 +45,9 @@ def test_the_shipped_folder_holds_the_tuned_weights_and_the_same_bytes_in_any_ca
     again = shipped_model_dir(cache=tmp_path / "cache2", delta_file=delta)
     assert model_id(again) == model_id(folder)  # an index built with one keeps its vectors with the other
     assert not [p for p in (tmp_path / "cache1").iterdir() if p != folder]  # no work folder left
+    (folder / WEIGHTS_FILE).unlink()  # its weights removed by hand: the folder is written again
+    assert shipped_model_dir(cache=tmp_path / "cache1", delta_file=delta) == folder
+    assert model_id(folder) == model_id(again)
 
 
 def test_a_difference_taken_against_other_weights_is_refused_with_what_to_do(tmp_path: Path) -> None:

@@ -117,6 +117,8 @@ def shipped_model_dir(cache: Optional[Path] = None, base_dir: Optional[Path] = N
         work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=folder.parent))
         shutil.copytree(base_dir, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(WEIGHTS_FILE, ".*"))
         save_file(_composed_weights(base_dir, delta_file), str(work / WEIGHTS_FILE))
+        if folder.is_dir():  # a folder left without its weights (a file removed by hand): no process writes one
+            shutil.rmtree(folder, ignore_errors=True)
         try:
             os.rename(work, folder)  # atomic; fails where another process put its folder first, which is the same
         except OSError:
