@@ -19,7 +19,7 @@ import random
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from coderag.eval.doc_pairs import CODE_LINES, DocPair
+from coderag.eval.doc_pairs import CODE_LINES, DocPair, wrapped
 from coderag.nodes.languages import GRAMMARS, detect_language
 
 LEAD_LINES = 8  # lines kept above a change cut out of a long definition: its signature or the loop it sits in
@@ -43,7 +43,7 @@ def _enclosing_definition(root, start: int, end: int, grammar) -> Optional[Tuple
         node = inner
     if best is None:
         return None
-    outer = best.parent if best.parent is not None and best.parent.type in grammar.wrappers else best
+    outer = wrapped(best, grammar)
     return outer.start_point[0], outer.end_point[0]
 
 

@@ -66,6 +66,11 @@ def first_paragraph(comment: str) -> str:
     return query if MIN_WORDS <= len(query.split()) <= MAX_WORDS and re.search(r"[A-Za-z]{3}", query) else ""
 
 
+def wrapped(node, grammar):
+    """The definition `node` with the export, decorator or template that wraps it, where one does."""
+    return node.parent if node.parent is not None and node.parent.type in grammar.wrappers else node
+
+
 def _python_docstring(node) -> Optional[object]:
     """The string that opens a Python definition's body (the grammar gives it bare or in a statement)."""
     body = node.child_by_field_name("body")
@@ -97,7 +102,7 @@ def pairs_in_file(src: bytes, rel: str, language: str, parser) -> Iterator[DocPa
         stack.extend(node.named_children)
         if node.type not in grammar.definitions or node.end_point[0] - node.start_point[0] < MIN_LINES - 1:
             continue
-        outer = node.parent if node.parent is not None and node.parent.type in grammar.wrappers else node
+        outer = wrapped(node, grammar)
         if language == "python":
             doc = _python_docstring(node)
             if doc is None:
