@@ -8,6 +8,7 @@ the rules and the learned ranker alike."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from llama_index.core.schema import NodeWithScore
@@ -40,6 +41,43 @@ NAME_QUERY_BOOST = 1.5
 # from where the error is raised: eval/RESULTS.md, "a pasted error message").
 PASTED_MESSAGE_SHARE = 0.5
 LEXICAL_QUERY_DENSE_FACTOR = 0.5
+
+# Which code a request's names boost (`KindRules.names`): the names it spells, at their definitions; the uses
+# of the one name it asks about; or the definitions a report's reading ranks (1, 1/2, 1/3 ... of the boost).
+SPELLED, USES, READ = "spelled", "uses", "read"
+
+
+@dataclass(frozen=True)
+class KindRules:
+    """Which of the rules apply to a request of one kind (`KIND_RULES`). Every value the rules weigh with is
+    a setting or a constant above; this says only where each applies, so the kinds differ in one table and
+    nowhere in the code that scores."""
+
+    on_scores: bool  # fused on the legs' scores (`retrieval.fusion`); else on reciprocal ranks (`Rules.mode_for`)
+    quotes: bool  # the query quoted word for word, or a message its template printed, gets `phrase_boost`
+    names: str  # whose code the names boost: SPELLED, USES or READ
+    name_boost_floor: float  # a definition boost of at least this, when the boost is on
+    unnamed_windows: bool  # windows that define nothing weigh `unnamed_window_weight`
+    declarations: bool  # code that only declares weighs `declaration_weight`
+    non_code: bool  # docs, configuration and data files weigh `non_code_weight`
+    file_evidence: bool  # a file's other hits add `file_evidence` of their scores to each of its chunks
+
+
+# Each rule applies to the kinds it was measured on (eval/RESULTS.md). A question fuses on scores ("questions
+# fuse the legs' scores") and weighs down code that only declares ("code that only declares"). A query about
+# one name was tuned on ranks and asks for its definition (NAME_QUERY_BOOST) or its uses ("a query about one
+# code name"). A long report was tuned on ranks; it is never taken for a quote, its reading ranks the
+# definitions it points at, and its non-code files weigh less where its windows do not ("reading bug reports").
+KIND_RULES = {
+    QueryKind.QUESTION: KindRules(on_scores=True, quotes=True, names=SPELLED, name_boost_floor=0.0,
+                                  unnamed_windows=True, declarations=True, non_code=False, file_evidence=False),
+    QueryKind.DEFINITION: KindRules(on_scores=False, quotes=True, names=SPELLED, name_boost_floor=NAME_QUERY_BOOST,
+                                    unnamed_windows=True, declarations=False, non_code=False, file_evidence=False),
+    QueryKind.USAGES: KindRules(on_scores=False, quotes=True, names=USES, name_boost_floor=0.0,
+                                unnamed_windows=True, declarations=False, non_code=False, file_evidence=False),
+    QueryKind.REPORT: KindRules(on_scores=False, quotes=False, names=READ, name_boost_floor=0.0,
+                                unnamed_windows=False, declarations=False, non_code=True, file_evidence=True),
+}
 
 
 def _defines(nws: NodeWithScore, name: str) -> bool:
@@ -90,9 +128,7 @@ class Rules:
         a query about one name ("parse_header", "who calls parse_header"), whose boosts (the report's frames,
         the name's definition or uses, NAME_QUERY_BOOST) were set against ranks. Fused on scores, the query
         generators' name questions lost 3-16 points of R@1 (eval/RESULTS.md, "questions fuse the legs' scores")."""
-        if req.kind is not QueryKind.QUESTION:
-            return RRF
-        return self.fusion
+        return self.fusion if KIND_RULES[req.kind].on_scores else RRF
 
     def scores(self, results: Dict[str, List[NodeWithScore]], req: SearchRequest, mode: str
                ) -> Tuple[Dict[str, float], Dict[str, NodeWithScore]]:
@@ -113,7 +149,7 @@ class Rules:
                 base[nid] = base.get(nid, 0.0) + w * share
         factor = self._boosts(by_id, req, mode)
         fused = {nid: score * factor[nid] for nid, score in base.items()}
-        if req.kind is QueryKind.REPORT and self.file_evidence:
+        if self.file_evidence and KIND_RULES[req.kind].file_evidence:
             self._add_file_evidence(fused, by_id)
         if self.leg_agreement:
             self._first_place_to_the_agreed_file(fused, by_id, shares, factor)
@@ -169,7 +205,7 @@ class Rules:
             power = self.score_power if mode == SCORES else 1.0
             for nid, nws in by_id.items():
                 factor[nid] *= self.keyword_factor(nws, req.keywords, power)
-        phrase = query_phrase(req.query_str) if self.phrase_boost and req.kind is not QueryKind.REPORT else ""
+        phrase = query_phrase(req.query_str) if self.phrase_boost and KIND_RULES[req.kind].quotes else ""
         if phrase:
             for nid, nws in by_id.items():
                 text = nws.node.get_content()
@@ -179,10 +215,11 @@ class Rules:
                     factor[nid] *= 1.0 + self.phrase_boost  # a docstring quoted, or a message its template printed
 
     def _name_factors(self, factor: Dict[str, float], by_id: Dict[str, NodeWithScore], req: SearchRequest) -> None:
-        """Definitions of the names a report points at or a query spells; for "who calls X", X's uses."""
-        if req.kind is QueryKind.REPORT:
-            # A report's reading ranks the names it points at: the boost of a chunk is that of the most
-            # telling name it defines (1, 1/2, 1/3 ... of `definition_boost`).
+        """Definitions of the names a report points at or a query spells; for "who calls X", X's uses
+        (`KindRules.names`)."""
+        rules = KIND_RULES[req.kind]
+        if rules.names == READ:
+            # The boost of a chunk is that of the most telling name it defines (1, 1/2, 1/3 ... of the boost).
             names = req.reading.definitions
             for nid, nws in by_id.items():
                 rank = next((i for i, name in enumerate(names) if _defines(nws, name)), None)
@@ -190,14 +227,12 @@ class Rules:
                     factor[nid] *= 1.0 + self.definition_boost / (rank + 1)
             return
         idents = req.names.idents
-        if req.kind is QueryKind.USAGES:
+        if rules.names == USES:
             for nid, nws in by_id.items():  # the places that use the name, not its definition
                 if not _defines(nws, idents[0]) and uses_name(nws.node.get_content(), idents[0]):
                     factor[nid] *= 1.0 + NAME_QUERY_BOOST
             return
-        boost = self.definition_boost
-        if boost and req.kind is QueryKind.DEFINITION:
-            boost = max(boost, NAME_QUERY_BOOST)
+        boost = max(self.definition_boost, rules.name_boost_floor) if self.definition_boost else 0.0
         if idents and boost:
             for nid, nws in by_id.items():
                 hits = sum(1 for i in idents if _defines(nws, i))
@@ -211,11 +246,11 @@ class Rules:
         that describe changes (changelogs, release notes, issue templates): a description of a change or of a
         bug matches them best, word for word, and they are never where it is made; unless the query asks what
         changed in a release, which they answer."""
-        report = req.kind is QueryKind.REPORT
+        rules = KIND_RULES[req.kind]
         noise = 1.0 if req.changes_asked_for else self.noise_weight
-        non_code = self.non_code_weight if report else 1.0
-        unnamed = 1.0 if report else self.unnamed_window_weight
-        declaration = self.declaration_weight if req.kind is QueryKind.QUESTION else 1.0
+        non_code = self.non_code_weight if rules.non_code else 1.0
+        unnamed = self.unnamed_window_weight if rules.unnamed_windows else 1.0
+        declaration = self.declaration_weight if rules.declarations else 1.0
         wanted = req.role_asked_for
         if self.tests_docs_weight == 1.0 and noise == 1.0 and non_code == 1.0 and unnamed == 1.0 \
                 and declaration == 1.0:

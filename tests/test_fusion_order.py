@@ -285,3 +285,13 @@ def test_fusion_reports_and_queries_about_one_name_are_fused_on_ranks() -> None:
     # Fused on ranks, the legs' shares are reciprocal ranks: the first of a leg weighs 1/61 of its weight.
     fused = f.fuse(NAME_LEGS, SearchRequest("DEFAULT_TIMEOUT_SECONDS"))
     assert max(n.score for n in fused) < 0.1
+
+
+def test_every_kind_of_query_has_one_row_of_rules() -> None:
+    """The rules read what applies to a request from its kind's row (pipelines/rules.py `KIND_RULES`): a kind
+    added to `QueryKind` without a row would fail on its first search, so the table must name each one."""
+    from coderag.pipelines.rules import KIND_RULES, READ, SPELLED, USES
+    from coderag.pipelines.search_request import QueryKind
+
+    assert set(KIND_RULES) == set(QueryKind)
+    assert {rules.names for rules in KIND_RULES.values()} <= {SPELLED, USES, READ}
