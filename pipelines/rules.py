@@ -2,9 +2,10 @@
 leg's best, to a power, or its reciprocal rank), times the evidence a query and its candidates give (keywords,
 definitions of the names it spells or the uses of the one it asks about, tests and docs, changelogs and issue
 templates, file-level evidence); then the file both legs put first takes the first place. `retrieval.ranker: rules`
-orders by these scores alone, `blend` weighs them with the learned ranker's (pipelines/fusion.py). What a
-candidate is (a phrase match, a changelog, an unnamed window) is said once, in pipelines/features.py, for
-the rules and the learned ranker alike."""
+orders by these scores alone, `blend` weighs them with the learned ranker's (pipelines/fusion.py). Which rules
+apply to a request is one row of `KIND_RULES` per kind of query. What a candidate is (a phrase match, a
+changelog, an unnamed window) is said once, in pipelines/features.py, for the rules and the learned ranker
+alike."""
 
 from __future__ import annotations
 
