@@ -193,9 +193,9 @@ def calibration(booster, qs: Sequence[QueryRows]) -> str:
     a second file's best chunk comes to the best, how often the first file is right."""
     import numpy as np
 
-    from coderag.pipelines.ranker import LearnedRanker
+    from coderag.pipelines.ranker import LearnedRanker, onnx_twin
 
-    ranker = LearnedRanker(booster, {})
+    ranker = LearnedRanker(onnx_twin(booster), {})  # the probabilities as a search reads them
     gold = 0
     lost = dict.fromkeys(CUT_GRID, 0)
     kept_at = dict.fromkeys(CUT_GRID, 0)

@@ -5,12 +5,17 @@ Its raw scores order the candidates; what it returns are those scores turned int
 request's candidates (a softmax), so that each candidate's score says how likely it is to be the answer
 and a ratio to the best means the same on every query. The payload's cuts read those ratios.
 
-The file holds the booster (LightGBM's own text format), the feature names it was trained on (checked against
-FEATURES when loaded: a model trained on other features is refused, never silently misread) and how it was made.
+The file holds the booster (LightGBM's own text format, what the training tools read), its ONNX twin (the same
+trees as one TreeEnsembleRegressor graph, which a search scores with), the feature names it was trained on
+(checked against FEATURES when loaded: a model trained on other features is refused, never silently misread)
+and how it was made. A search scores through onnxruntime, which the query embedder loads anyway, and never
+imports LightGBM: its import pulls in scikit-learn for its estimator classes, about 2 s of every process's
+start (eval/RESULTS.md, "the learned ranker scored through its ONNX twin").
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from functools import lru_cache
@@ -41,18 +46,30 @@ class RankerModelError(CodeRagError):
 
 
 class LearnedRanker:
-    """Scores the rows of FEATURES of one request's candidates."""
+    """Scores the rows of FEATURES of one request's candidates, through the model's ONNX twin (`onnx_twin`)."""
 
-    def __init__(self, booster: Any, info: dict) -> None:
-        self.booster = booster
+    def __init__(self, onnx_model: bytes, info: dict) -> None:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1  # tens of rows a request: a thread pool costs more than it saves
+        so.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(onnx_model, so, providers=["CPUExecutionProvider"])
+        self._input = self._session.get_inputs()[0].name
         self.info = info
+
+    @property
+    def n_features(self) -> int:
+        """How many features a row must have: the width of the graph's input."""
+        return int(self._session.get_inputs()[0].shape[1])
 
     def raw_scores(self, rows: Sequence[Sequence[float]]) -> List[float]:
         import numpy as np
 
         if not rows:
             return []
-        return self.booster.predict(np.asarray(rows, dtype=np.float64)).tolist()
+        out = self._session.run(None, {self._input: np.asarray(rows, dtype=np.float64)})[0]
+        return out.ravel().tolist()
 
     def scores(self, rows: Sequence[Sequence[float]]) -> List[float]:
         """Each candidate's probability of being the answer among this request's candidates."""
@@ -63,6 +80,19 @@ class LearnedRanker:
         exp = [math.exp(s - top) for s in raw]
         total = sum(exp)
         return [e / total for e in exp]
+
+
+def onnx_twin(booster: Any) -> bytes:
+    """A LightGBM booster's trees as a serialized ONNX graph (onnxmltools' converter, a TreeEnsembleRegressor)
+    that takes rows of float64 features and gives the booster's raw scores. The graph holds the split
+    thresholds as float32, so a feature within float32 rounding of a threshold may take the other branch; on
+    18,627 candidate rows of the tune split the raw scores differed by 5e-7 at most and no order changed."""
+    from onnxmltools import convert_lightgbm
+    from onnxmltools.convert.common.data_types import DoubleTensorType
+
+    graph = convert_lightgbm(booster, initial_types=[("features", DoubleTensorType([None, booster.num_feature()]))],
+                             zipmap=False)
+    return graph.SerializeToString()
 
 
 def blend(fused: Dict[str, float], probs: Dict[str, float], share: float) -> Dict[str, float]:
@@ -84,9 +114,8 @@ def blend(fused: Dict[str, float], probs: Dict[str, float], share: float) -> Dic
 
 @lru_cache(maxsize=4)
 def load_ranker(path: Path = MODEL_PATH) -> LearnedRanker:
-    """The model at `path`, loaded once per process."""
-    import lightgbm as lgb
-
+    """The model at `path`, loaded once per process. A file written before models carried their ONNX twin
+    gets one made from its booster here (that once imports LightGBM)."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -94,13 +123,21 @@ def load_ranker(path: Path = MODEL_PATH) -> LearnedRanker:
     if list(doc.get("features", [])) != list(FEATURES):
         raise RankerModelError(f"The ranker model {path} was trained on other features than this coderag computes. "
                                f"{_WAYS_ON}")
-    return LearnedRanker(lgb.Booster(model_str=doc["booster"]), doc.get("info", {}))
+    if "onnx" in doc:
+        graph = base64.b64decode(doc["onnx"])
+    else:
+        import lightgbm as lgb
+
+        graph = onnx_twin(lgb.Booster(model_str=doc["booster"]))
+    return LearnedRanker(graph, doc.get("info", {}))
 
 
 def save_model(booster: Any, path: Path, info: dict) -> Path:
-    """Write `booster` and `info` as a model file (atomically: a search never reads half a file)."""
+    """Write `booster`, its ONNX twin and `info` as a model file (atomically: a search never reads half a
+    file)."""
     path = Path(path)
-    doc = {"features": list(FEATURES), "info": info, "booster": booster.model_to_string()}
+    doc = {"features": list(FEATURES), "info": info, "booster": booster.model_to_string(),
+           "onnx": base64.b64encode(onnx_twin(booster)).decode("ascii")}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc), encoding="utf-8")
     tmp.replace(path)

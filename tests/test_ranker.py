@@ -23,9 +23,41 @@ def test_ranker_the_shipped_model_scores_every_feature_this_code_computes() -> N
     doc = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
     assert doc["features"] == list(FEATURES)
     ranker = load_ranker(MODEL_PATH)
-    assert ranker.booster.num_feature() == len(FEATURES)
+    assert ranker.n_features == len(FEATURES)
     probs = ranker.scores([[0.0] * len(FEATURES), [1.0] * len(FEATURES)])
     assert len(probs) == 2 and abs(sum(probs) - 1.0) < 1e-9 and all(p > 0 for p in probs)
+
+
+def test_ranker_the_shipped_twin_scores_as_its_booster_and_loads_no_lightgbm() -> None:
+    """A search scores with the model's ONNX twin, in a process that never imports LightGBM or the
+    scikit-learn its import pulls in (seconds of every start); the twin gives the booster's scores."""
+    import subprocess
+    import sys
+
+    import lightgbm as lgb
+    import numpy as np
+
+    doc = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
+    rows = np.random.default_rng(1).uniform(0.0, 3.0, (300, len(FEATURES)))
+    twin = load_ranker(MODEL_PATH).raw_scores(rows.tolist())
+    assert np.allclose(twin, lgb.Booster(model_str=doc["booster"]).predict(rows), atol=1e-5)
+    code = ("import sys\nfrom coderag.pipelines.ranker import load_ranker\n"
+            f"load_ranker().scores([[0.5] * {len(FEATURES)}] * 3)\n"
+            "print(sorted(m for m in ('lightgbm', 'sklearn', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_ranker_a_model_file_without_its_twin_gets_one_from_its_booster(tmp_path: Path) -> None:
+    """A model written before files carried the ONNX twin (a booster and its features) still loads, and
+    scores as the shipped one does."""
+    doc = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
+    del doc["onnx"]
+    path = tmp_path / "older_model.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    rows = [[0.0] * len(FEATURES), [1.0] * len(FEATURES), [2.0] * len(FEATURES)]
+    older, shipped = load_ranker(path).raw_scores(rows), load_ranker(MODEL_PATH).raw_scores(rows)
+    assert older == pytest.approx(shipped, abs=1e-9)
 
 
 def test_ranker_a_model_for_other_features_is_refused_with_what_to_do(tmp_path: Path) -> None:

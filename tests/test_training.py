@@ -92,7 +92,14 @@ def test_train_ranker_cross_validates_reports_and_writes_a_model_the_search_load
     doc = json.loads(out.read_text(encoding="utf-8"))
     assert doc["features"] == list(FEATURES) and doc["info"]["queries"] == 4 * len(QUERIES)
     ranker = load_ranker(out)
-    assert ranker.booster.num_feature() == len(FEATURES)
+    assert ranker.n_features == len(FEATURES)
+    # The search scores with the ONNX twin written beside the booster: the same scores, row for row.
+    import lightgbm as lgb
+    import numpy as np
+
+    booster = lgb.Booster(model_str=doc["booster"])
+    rows = np.random.default_rng(0).uniform(0.0, 3.0, (200, len(FEATURES)))
+    assert np.allclose(ranker.raw_scores(rows.tolist()), booster.predict(rows), atol=1e-5)
     assert (dumped / "features").is_dir()  # the features are cached beside the dumps, for the next run
 
 
