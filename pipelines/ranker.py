@@ -123,13 +123,16 @@ def load_ranker(path: Path = MODEL_PATH) -> LearnedRanker:
     if list(doc.get("features", [])) != list(FEATURES):
         raise RankerModelError(f"The ranker model {path} was trained on other features than this coderag computes. "
                                f"{_WAYS_ON}")
-    if "onnx" in doc:
-        graph = base64.b64decode(doc["onnx"])
-    else:
-        import lightgbm as lgb
+    try:
+        if "onnx" in doc:
+            graph = base64.b64decode(doc["onnx"], validate=True)
+        else:
+            import lightgbm as lgb
 
-        graph = onnx_twin(lgb.Booster(model_str=doc["booster"]))
-    return LearnedRanker(graph, doc.get("info", {}))
+            graph = onnx_twin(lgb.Booster(model_str=doc["booster"]))
+        return LearnedRanker(graph, doc.get("info", {}))
+    except Exception as exc:  # a damaged twin or booster: onnxruntime and LightGBM each raise their own errors
+        raise RankerModelError(f"Cannot read the ranker model {path}: {exc}. {_WAYS_ON}") from exc
 
 
 def save_model(booster: Any, path: Path, info: dict) -> Path:

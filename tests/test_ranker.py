@@ -69,6 +69,12 @@ def test_ranker_a_model_for_other_features_is_refused_with_what_to_do(tmp_path: 
     path.write_text(json.dumps(doc), encoding="utf-8")
     with pytest.raises(RankerModelError, match="retrieval.ranker: rules.*`coderag train-ranker --data DIR`"):
         load_ranker(path)
+    doc = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
+    doc["onnx"] = doc["onnx"][: len(doc["onnx"]) // 2]  # a file cut short
+    damaged = tmp_path / "damaged_model.json"
+    damaged.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(RankerModelError, match="Cannot read the ranker model .*damaged_model.json.*ranker: rules"):
+        load_ranker(damaged)
     with pytest.raises(RankerModelError, match="Cannot read") as missing:
         load_ranker(tmp_path / "missing.json")
     from coderag.cli import main  # the command the message names is one the CLI has
