@@ -117,10 +117,10 @@ class Rules:
         self.phrase_boost = phrase_boost
         self.definition_boost = definition_boost
         self.tests_docs_weight = tests_docs_weight
-        self.unnamed_window_weight = unnamed_window_weight  # for questions: windows that define nothing
-        self.declaration_weight = declaration_weight  # for questions: code that only declares (features.declares_only)
+        self.unnamed_window_weight = unnamed_window_weight  # windows that define nothing (where: KIND_RULES)
+        self.declaration_weight = declaration_weight  # code that only declares (features.declares_only)
         self.noise_weight = noise_weight  # issue templates, changelogs: what a change's description matches, never where it is made
-        self.non_code_weight = non_code_weight  # docs, config and data files, for a report (fixed in code)
+        self.non_code_weight = non_code_weight  # docs, config and data files (a report is fixed in code)
         self.file_evidence = file_evidence  # share of a file's other hits added to each of its chunks
         self.leg_agreement = leg_agreement
 
