@@ -179,6 +179,12 @@ def mean_pooling_model(model_dir: Path) -> bool:
     return kinds in (["Transformer", "Pooling", "Normalize"], ["Transformer", "Pooling"]) and bool(mean)
 
 
+# One export at a time in a process: an owner loads its query model and its document model on two threads, and
+# two threads importing transformers at once can each find it half imported ("cannot import name 'AutoModel'"),
+# so one export failed and its thread fell back to torch. The second to come finds the first's export.
+_EXPORT_LOCK = threading.Lock()
+
+
 def export_onnx(model_dir: Path) -> Optional[Path]:
     """Export the transformer to ONNX (fp32) in the cache; returns the path, or None if not possible."""
     out = onnx_path(model_dir)
@@ -186,6 +192,11 @@ def export_onnx(model_dir: Path) -> Optional[Path]:
         return out
     if not mean_pooling_model(model_dir):
         return None
+    with _EXPORT_LOCK:
+        return out if out.exists() else _export(model_dir, out)
+
+
+def _export(model_dir: Path, out: Path) -> Optional[Path]:
     try:
         import torch
         from transformers import AutoModel
@@ -360,9 +371,14 @@ class PendingQueryEmbedding:
 
 
 def load_query_model(model_dir: Path, max_length: int = 256, precision: str = "fp32") -> Optional[OnnxEmbedding]:
-    """The ONNX query embedder if an export exists for this model, else None (`precision`: fp32 or int8)."""
-    path = onnx_path(model_dir)
-    if not path.exists():
+    """The ONNX query embedder of this model (`precision`: fp32 or int8), exported first when the cache has no
+    export; None when the model has no twin (not mean-pooled) or the export fails, and the caller uses torch.
+
+    A build on the CPU exports the model, but an index built on a GPU (torch) or a cache emptied or moved since
+    leaves none: without the export every process that searches would load torch (seconds of imports each
+    time) and embed each query at fp32 on it, where one export serves every later process."""
+    path = export_onnx(model_dir)
+    if path is None:
         return None
     if precision == "int8":
         path = quantize_onnx(model_dir) or path

@@ -53,14 +53,19 @@ def test_query_model_fp32_and_int8_agree_with_torch(onnx_env) -> None:
         assert float(ref @ np.array(int8.get_query_embedding(q))) > 0.97  # measured ~0.99
 
 
-def test_query_model_default_is_int8_and_falls_back_without_an_export(onnx_env, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from coderag.nodes.onnx_embedding import load_query_model
+def test_query_model_default_is_int8_and_a_cache_without_an_export_gets_one(onnx_env, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache with no export of the model (an index built on a GPU, a cache emptied or moved since) gets one
+    on the first search, so later processes load the ONNX twin instead of torch."""
+    from coderag.nodes.onnx_embedding import int8_path, load_query_model, onnx_path
 
     model_dir, _ = onnx_env
     assert Settings().retrieval.query_precision == "int8"
-    monkeypatch.setenv("CODERAG_CACHE_DIR", str(tmp_path))  # no export here: the caller falls back to torch
-    assert load_query_model(model_dir, 256, "int8") is None
+    monkeypatch.setenv("CODERAG_CACHE_DIR", str(tmp_path))
+    assert not onnx_path(model_dir).exists()
+    model = load_query_model(model_dir, 256, "int8")
+    assert model is not None and Path(model.onnx_file) == int8_path(model_dir)
+    assert onnx_path(model_dir).is_relative_to(tmp_path) and onnx_path(model_dir).exists()
 
 
 def test_query_model_documents_are_embedded_at_full_precision(onnx_env, tmp_path: Path) -> None:
