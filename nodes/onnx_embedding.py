@@ -374,9 +374,9 @@ def load_query_model(model_dir: Path, max_length: int = 256, precision: str = "f
     """The ONNX query embedder of this model (`precision`: fp32 or int8), exported first when the cache has no
     export; None when the model has no twin (not mean-pooled) or the export fails, and the caller uses torch.
 
-    A build on the CPU exports the model, but an index built on a GPU (torch) or a cache emptied or moved since
-    leaves none: without the export every process that searches would load torch (seconds of imports each
-    time) and embed each query at fp32 on it, where one export serves every later process."""
+    Building an index exports the model (pipelines/ingestion.py), but a cache emptied or moved since
+    (`CODERAG_CACHE_DIR`) holds none: without the export every process that searches would load torch (seconds
+    of imports each time) and embed each query at fp32 on it, where one export serves every later process."""
     path = export_onnx(model_dir)
     if path is None:
         return None

@@ -45,14 +45,15 @@ class IndexParts:
 
     @property
     def embed_model(self):
-        """The index's model for queries, one thread (latency under load): its ONNX twin when one was
-        exported (0.2 s to load instead of ~7 s of torch imports), else HuggingFaceEmbedding."""
+        """The index's model for queries, one thread (latency under load): its ONNX twin (0.2 s to load instead
+        of ~7 s of torch imports, exported first when the cache has none), else HuggingFaceEmbedding."""
         if self._embed_model is None:
             self._embed_model = self._load_model(self.settings.retrieval.query_precision)
         return self._embed_model
 
     def _load_model(self, precision: str):
-        """The ONNX twin at `precision` when one was exported, else HuggingFaceEmbedding; one thread."""
+        """The ONNX twin at `precision`, else (a model the twin cannot represent, a failed export)
+        HuggingFaceEmbedding; one thread."""
         from coderag.nodes.onnx_embedding import load_query_model
 
         model_dir = self.settings.model_dir()

@@ -20,13 +20,10 @@ QUERIES = ["where is the retry after a failed login", "getUserById", "round the 
 
 @pytest.fixture(scope="module")
 def model():
-    """The int8 ONNX query model of the bundled weights (exported once into the cache if missing)."""
-    from coderag.nodes.onnx_embedding import export_onnx, load_query_model
+    """The int8 ONNX query model of the bundled weights (load_query_model exports it into the cache if missing)."""
+    from coderag.nodes.onnx_embedding import load_query_model
 
-    model_dir = Settings().model_dir()
-    if load_query_model(model_dir, 256, "int8") is None:
-        export_onnx(model_dir)
-    m = load_query_model(model_dir, 256, "int8")
+    m = load_query_model(Settings().model_dir(), 256, "int8")
     assert m is not None
     yield m
     m.stop_process()

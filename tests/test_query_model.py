@@ -55,8 +55,8 @@ def test_query_model_fp32_and_int8_agree_with_torch(onnx_env) -> None:
 
 def test_query_model_default_is_int8_and_a_cache_without_an_export_gets_one(onnx_env, tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cache with no export of the model (an index built on a GPU, a cache emptied or moved since) gets one
-    on the first search, so later processes load the ONNX twin instead of torch."""
+    """A cache with no export of the model (emptied or moved since the index was built) gets one on the first
+    search, so later processes load the ONNX twin instead of torch."""
     from coderag.nodes.onnx_embedding import int8_path, load_query_model, onnx_path
 
     model_dir, _ = onnx_env
