@@ -5,17 +5,20 @@ pipelines/ranker.py), or by the two blended (`ranker=blend`, the default)."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from typing import Any, Callable, Dict, List, Optional
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from coderag.pipelines.ranker import LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO, blend
+from coderag.pipelines.ranker import LEARNED_CUT_RATIO, LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO, blend
 from coderag.pipelines.retrievers import DenseRetriever
 from coderag.pipelines.rules import RRF, SCORES, Rules
 from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_request
+
+if TYPE_CHECKING:
+    from coderag.base.config import RetrievalSettings
 
 # The learned ranker (pipelines/ranker.py) replaces the rules and every boost of theirs; its scores are
 # probabilities over the request's candidates. `ranker=rules` keeps the hand-set fusion to compare against.
@@ -24,13 +27,43 @@ from coderag.pipelines.search_request import BM25, DENSE, SearchRequest, as_requ
 # learned ranker wins on commit messages and test descriptions, the rules on questions, and the blend keeps
 # most of both (eval/RESULTS.md, "the rules and the learned ranker blended").
 LEARNED, RULES, BLEND = "learned", "rules", "blend"
-# The ratios to the best fused score at which a payload lists candidate lines (postprocessors/candidates.py),
-# on each fusion's scale: a second file within FLAT_RATIO of the best means the engine is not sure (64% of
-# the natural questions on both scales), and a place under FLOOR_RATIO is not worth a line (80% of a top 40
-# stay above it on both). Under RRF a one-rank difference in both legs is ~2%, and a top that both legs
-# agree on, or one lifted by a definition or keyword boost, stands 15% or more above the rest.
-FLAT_RATIO = {RRF: 0.87, SCORES: 0.62, LEARNED: LEARNED_FLAT_RATIO}
-FLOOR_RATIO = {RRF: 0.3, SCORES: 0.06, LEARNED: LEARNED_FLOOR_RATIO}
+
+
+@dataclass(frozen=True)
+class PayloadCuts:
+    """The ratios to a request's best score that shape its payload, read on the scale of the request's fusion:
+    results under `cut` x the best are left out before packing (the long tail after a sharp fall; 0 keeps
+    it, and the budget alone bounds the payload); a second file within `flat` of the best means the engine is
+    not sure, so the payload lists candidate lines rather than fewer long blocks (postprocessors/candidates.py);
+    a place under `floor` x the best is not worth a candidate line."""
+
+    cut: float
+    flat: float
+    floor: float
+
+
+# `flat` and `floor` on the rules' two scales: a second file within `flat` of the best means the engine is not
+# sure on 64% of the natural questions on both scales, and 80% of a top 40 stays above `floor` on both. Under
+# RRF a one-rank difference in both legs is ~2%, and a top that both legs agree on, or one lifted by a
+# definition or keyword boost, stands 15% or more above the rest. `cut` on these scales is a setting
+# (`retrieval.cut_ratio`, `rrf_cut_ratio`, `report_cut_ratio`); the learned ranker's three are calibrated with
+# the model (pipelines/ranker.py).
+_FLAT_FLOOR = {RRF: (0.87, 0.3), SCORES: (0.62, 0.06)}
+
+
+def payload_cuts(mode: str, retrieval: "RetrievalSettings", long_query: bool = False,
+                 exact: bool = False) -> PayloadCuts:
+    """The cuts of a request fused on the scale `mode` (`WeightedFusionRetriever.mode_for`). A long query (a
+    bug report the query reader read) takes `report_cut_ratio` on the rules' scales: its best chunk carries
+    boosts (the traceback's functions, the named files) that would cut the rest of the right file at the
+    usual ratio. A search that requires its keywords cuts nothing: every chunk that holds them was asked for."""
+    if mode == LEARNED:
+        cuts = PayloadCuts(LEARNED_CUT_RATIO, LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO)
+    else:
+        cut = (retrieval.report_cut_ratio if long_query
+               else retrieval.cut_ratio if mode == SCORES else retrieval.rrf_cut_ratio)
+        cuts = PayloadCuts(cut, *_FLAT_FLOOR[mode])
+    return replace(cuts, cut=0.0) if exact else cuts
 
 
 class WeightedFusionRetriever(QueryFusionRetriever):

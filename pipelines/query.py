@@ -17,6 +17,7 @@ from coderag.postprocessors.token_budget import FULL_END_LINE_KEY, TRUNCATED_KEY
 
 if TYPE_CHECKING:
     from coderag.base.config import Settings
+    from coderag.pipelines.fusion import PayloadCuts
     from coderag.pipelines.freshness import FileChecker
     from coderag.pipelines.retriever_graph import RetrieverGraph
     from coderag.postprocessors.tokenizer import PayloadTokenizer
@@ -137,9 +138,7 @@ class SearchEngine:
     def search(self, opts: SearchOptions, freshness: Optional[str] = None) -> tuple[SearchResults, set[str]]:
         """Answer one request: (the payload, the files of its candidates that changed since indexing).
         `freshness` overrides the payload's freshness note when no file is stale."""
-        from coderag.pipelines.fusion import LEARNED
-        from coderag.pipelines.rules import SCORES
-        from coderag.pipelines.ranker import LEARNED_CUT_RATIO
+        from coderag.pipelines.fusion import payload_cuts
         from coderag.postprocessors.lines import LineSource
 
         t0 = time.perf_counter()
@@ -163,17 +162,9 @@ class SearchEngine:
         total = len(nodes)
         pool = nodes  # every place found: what is not shown in full may be listed as a candidate line
         mode = self.graph.fusion.mode_for(req) if req is not None else r.fusion
-        if mode == LEARNED:
-            cut_ratio = LEARNED_CUT_RATIO  # one calibrated scale for every kind of query
-        elif req is not None and req.reading is not None:
-            # A report's best chunk carries boosts (the traceback's functions, the named files) that would cut
-            # the rest of the right file at the usual ratio: a long query keeps more, and the budget bounds it.
-            cut_ratio = r.report_cut_ratio
-        else:  # a ratio to the best score, read on the scale of the request's fusion
-            cut_ratio = r.cut_ratio if mode == SCORES else r.rrf_cut_ratio
-        if opts.requires_exact_match:
-            cut_ratio = 0.0  # every chunk that holds the keywords was asked for: the budget alone bounds them
-        nodes = _preselect(nodes, opts.max_tokens, cut_ratio, req.cut_scores if req is not None else None)
+        cuts = payload_cuts(mode, r, long_query=req is not None and req.reading is not None,
+                            exact=opts.requires_exact_match)
+        nodes = _preselect(nodes, opts.max_tokens, cuts.cut, req.cut_scores if req is not None else None)
         # A lone chunk of a file just found unchanged is shown as indexed, without reading the file; not while
         # an ingestion runs in another thread, when the store and the manifest may briefly disagree.
         unchanged = frozenset(checked - stale) if quiet else frozenset()
@@ -185,16 +176,14 @@ class SearchEngine:
             else:
                 nodes = [m for n in nodes for m in self.reread.postprocess_nodes([n], query_bundle=req)]
         timings["merge_adjacent_ms"] = (time.perf_counter() - t2) * 1000
-        out = self._pack(opts, nodes, pool, total, note, stale, unchanged, files, lines, timings, t0, cut_ratio,
-                         mode)
+        out = self._pack(opts, nodes, pool, total, note, stale, unchanged, files, lines, timings, t0, cuts)
         return out, stale
 
     def _pack(self, opts: SearchOptions, nodes: list, pool: list, total: int, freshness: str, stale: set[str],
-              unchanged: frozenset, files: _Files, lines, timings: dict, t0: float, cut_ratio: float,
-              mode: str) -> SearchResults:
+              unchanged: frozenset, files: _Files, lines, timings: dict, t0: float,
+              cuts: "PayloadCuts") -> SearchResults:
         """The payload: blocks packed into the budget, then candidate lines in what is left, counted exactly;
-        what is flat and what is worth a line read on the scale of the fusion `mode`."""
-        from coderag.pipelines.fusion import FLAT_RATIO, FLOOR_RATIO
+        what is cut, what is flat and what is worth a line are the request's `cuts`."""
         from coderag.postprocessors.candidates import CandidatePostprocessor, lines_check, pack_with_candidates
         from coderag.postprocessors.payload_cost import PayloadCost
         from coderag.postprocessors.token_budget import TokenBudgetPostprocessor
@@ -218,13 +207,13 @@ class SearchEngine:
         counted = {p: c for p, c in files.counts.items() if p in unchanged}  # blocks priced from line counts
         coster = PayloadCost(opts.format.value, render_one, self.tokenizer, result, line_tokens=counted)
         packer = TokenBudgetPostprocessor(cost=coster.cost, prefix_cost=coster.prefix_cost, max_tokens=opts.max_tokens,
-                                          frame_tokens=frame_tokens, cut_ratio=cut_ratio,
+                                          frame_tokens=frame_tokens, cut_ratio=cuts.cut,
                                           min_block_tokens=coster.min_block_tokens(), min_cut_lines=MIN_CUT_LINES)
         picker = CandidatePostprocessor(skip_files=stale, unchanged_files=unchanged, check=lines_check(lines),
-                                        floor_ratio=FLOOR_RATIO[mode])
+                                        floor_ratio=cuts.floor)
         packed, candidates = pack_with_candidates(lambda p, found: p.postprocess_nodes(found), packer, nodes, pool,
                                                   picker, coster.candidate_cost, coster.candidates_frame_cost(),
-                                                  flat_ratio=FLAT_RATIO[mode])
+                                                  flat_ratio=cuts.flat)
         copies = self.other_locations(n.node.node_id for n in packed)
         results = [_to_result(n, stale, copies.get(n.node.node_id, [])) for n in packed]
         out = SearchResults(results, **meta, total_hits=total, tokens=opts.max_tokens, freshness=freshness,

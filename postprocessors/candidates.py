@@ -22,7 +22,7 @@ from coderag.postprocessors.token_budget import FULL_END_LINE_KEY
 DEFAULT_MAX_CANDIDATES = 10
 DEFAULT_PER_FILE = 2
 # The ratios that say which places are worth a line and when the ranking is unsure depend on the scale of
-# the scores: the caller gives them (pipelines/fusion.py FLOOR_RATIO and FLAT_RATIO, one per scale).
+# the scores: the caller gives them (pipelines/fusion.py `payload_cuts`, one set per scale).
 # Share of the budget (after the frame) kept for candidate lines when scores are flat.
 DEFAULT_FLAT_SHARE = 0.25
 SIGNATURE_CHARS = 120

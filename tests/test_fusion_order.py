@@ -295,3 +295,25 @@ def test_every_kind_of_query_has_one_row_of_rules() -> None:
 
     assert set(KIND_RULES) == set(QueryKind)
     assert {rules.names for rules in KIND_RULES.values()} <= {SPELLED, USES, READ}
+
+
+def test_payload_cuts_are_read_on_the_scale_of_the_requests_fusion() -> None:
+    """One function gives a request's payload cuts (pipelines/fusion.py `payload_cuts`): the learned ranker's
+    calibrated three whatever the query, the settings' cut on the rules' scales (a bug report's own), and no
+    cut where the keywords are required."""
+    from coderag.pipelines.fusion import LEARNED, payload_cuts
+    from coderag.pipelines.ranker import LEARNED_CUT_RATIO, LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO
+    from coderag.pipelines.rules import RRF, SCORES
+
+    r = Settings().retrieval.model_copy(update={"cut_ratio": 0.2, "rrf_cut_ratio": 0.4, "report_cut_ratio": 0.1})
+    learned = (LEARNED_CUT_RATIO, LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO)
+    for long_query in (False, True):
+        cuts = payload_cuts(LEARNED, r, long_query=long_query)
+        assert (cuts.cut, cuts.flat, cuts.floor) == learned
+    assert [payload_cuts(mode, r).cut for mode in (SCORES, RRF)] == [0.2, 0.4]
+    assert [payload_cuts(mode, r, long_query=True).cut for mode in (SCORES, RRF)] == [0.1, 0.1]
+    assert {payload_cuts(mode, r, exact=True).cut for mode in (SCORES, RRF, LEARNED)} == {0.0}
+    # The rules' scales differ: RRF's scores stand closer together, so what is flat and what is worth a line
+    # sit higher on it.
+    scores, rrf = payload_cuts(SCORES, r), payload_cuts(RRF, r)
+    assert rrf.flat > scores.flat and rrf.floor > scores.floor
