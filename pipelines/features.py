@@ -35,7 +35,7 @@ from coderag.nodes.keys import (DECLARATION_KEY, END_LINE_KEY, FILE_PATH_KEY, KI
 from coderag.nodes.lexical import STOP_WORDS, code_terms, is_pasted_error, term_set
 from coderag.queries.literals import message_coverage
 from coderag.queries.names import is_code_name, uses_name
-from coderag.queries.symbols import assigns_at_top_level, chunk_defines, chunk_symbols
+from coderag.queries.symbols import assigns_at_top_level, chunk_defines, chunk_symbols, declares_field
 from coderag.pipelines.search_request import BM25, DENSE, NAMED, SearchRequest
 
 LEGS = (DENSE, BM25, NAMED)
@@ -204,8 +204,9 @@ def _leg_table(results: Dict[str, List[NodeWithScore]]) -> Dict[str, Dict[str, T
 
 
 def defines_name(metadata: dict, text: str, name: str) -> bool:
-    """True if a chunk defines `name`: one of its symbols, or a constant it assigns at the top level."""
-    return chunk_defines(metadata, name) or assigns_at_top_level(text, name)
+    """True if a chunk defines `name`: one of its symbols, a constant it assigns at the top level, or a field
+    its type declares."""
+    return chunk_defines(metadata, name) or assigns_at_top_level(text, name) or declares_field(text, name)
 
 
 def candidate_features(results: Dict[str, List[NodeWithScore]], req: SearchRequest

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coderag.queries.symbols import assigns_at_top_level, chunk_defines, chunk_symbols
+from coderag.queries.symbols import assigns_at_top_level, chunk_defines, chunk_symbols, declares_field
 
 MERGED = {"symbol": "LruCache.get, LruCache.put, LruCache.peek, ...",
           "symbols": ["LruCache", "LruCache.get", "LruCache.put", "LruCache.peek", "LruCache.clear"]}
@@ -56,3 +56,22 @@ def test_chunk_defines_ignores_generic_arguments(symbol, identifier, expected) -
 ])
 def test_symbols_assigns_at_top_level(text, name, expected) -> None:
     assert assigns_at_top_level(text, name) is expected
+
+
+@pytest.mark.parametrize("text, name, expected", [
+    ("@dataclass\nclass Opts:\n    \"\"\"Doc.\"\"\"\n\n    depth: int = 25\n", "depth", True),  # Python, annotated
+    ("class Color(Enum):\n    RED = 1\n", "RED", True),  # an enum's member
+    ("class Opts:\n    depth = 25\n", "Opts.depth", True),  # asked with its type
+    ("class Opts:\n    depth = 25\n", "Other.depth", False),  # another type's
+    ("export interface Options {\n  strict?: boolean;\n}\n", "strict", True),  # TypeScript
+    ("export class Ajv {\n  readonly opts: Opts\n}\n", "opts", True),
+    ("pub struct Opts {\n    pub depth: usize,\n}\n", "depth", True),  # Rust
+    ("class Opts:\n    def run(self):\n        depth = 3\n", "depth", False),  # a method's local
+    ("def run(settings):\n    depth = settings.depth\n", "depth", False),  # a function's local: no type head
+    ("    depth: int = 25\n    width: int = 80\n", "depth", False),  # a window without its type's head
+    ("class Opts:\n    x = 1\ndepth = 2\n", "depth", False),  # after the body: a module's (assigns_at_top_level)
+    ("class Opts:\n    if depth == 3:\n        pass\n", "depth", False),  # a comparison
+    ("class Opts:\n    max_depth = 3\n", "depth", False),  # another name that ends alike
+])
+def test_symbols_declares_field(text, name, expected) -> None:
+    assert declares_field(text, name) is expected

@@ -73,3 +73,57 @@ def assigns_at_top_level(text: str, name: str) -> bool:
     False
     """
     return "." not in name and name in text and _assignment_of(name).search(text) is not None
+
+
+# The head of a type whose body lists its fields: `class Name`, `struct Name`, `interface Name`, `enum Name`,
+# `record Name`, `trait Name`, a TypeScript `type Name = {`, after any modifiers (`export`, `pub`, `public
+# final`, a decorator's `@dataclass` line stands above it).
+_TYPE_HEAD = re.compile(r"^([ \t]*)(?:[\w@()]+[ \t]+)*?(?:class|struct|interface|enum|record|trait|type)[ \t]+"
+                        r"([A-Za-z_$][\w$]*)")
+# A field declared by name first (Python, TypeScript and JavaScript, Rust, Kotlin, Swift, an enum's member):
+# `name: T = ...`, `name = ...`, `name?: T;`, `readonly name: T`, `pub name: T,`, `RED,`. Languages that put
+# the type first (Java, C#, Go, C) are not read.
+_FIELD = (r"(?:(?:pub(?:\([^)\n]*\))?|public|private|protected|internal|readonly|static|final|declare|override|"
+          r"abstract|const|var|let|val|lateinit|mut)[ \t]+)*{name}[?!]?[ \t]*(?::(?!:)|=(?![=>])|;|,|$)")
+
+
+@functools.lru_cache(maxsize=512)
+def _field_of(name: str) -> re.Pattern:
+    return re.compile(_FIELD.format(name=re.escape(name)))
+
+
+def declares_field(text: str, name: str) -> bool:
+    """True if `text` holds the head of a type (a class, struct, interface, enum) and a line of its body, at the
+    body's own indentation, declares the field `name` (`Type.name` asks for that type's). A field is a
+    definition an agent asks for by name (a setting, a dataclass's attribute, a struct's member), though the
+    splitter makes no symbol of it. Deeper lines are a method's locals and do not count; nor does a type whose
+    head is not in the chunk, since a window of a long function looks the same as one of a long class.
+
+    >>> declares_field("class Settings(Base):\\n    top_k: int = Field(default=25)\\n", "top_k")
+    True
+    >>> declares_field("class Settings:\\n    def run(self):\\n        top_k = 3\\n", "top_k")
+    False
+    >>> declares_field("pub struct Opts {\\n    pub depth: usize,\\n}", "Opts.depth")
+    True
+    """
+    owner, _, field = name.rpartition(".")
+    if not field or field not in text or "." in owner:
+        return False
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        head = _TYPE_HEAD.match(line)
+        if head is None or (owner and head.group(2) != owner):
+            continue
+        outer, body = len(head.group(1)), None
+        for later in lines[i + 1:]:
+            stripped = later.strip()
+            if not stripped:
+                continue
+            indent = len(later) - len(later.lstrip())
+            if indent <= outer:
+                break  # the type's body ended (its closing brace, or the next statement at the head's level)
+            if body is None:
+                body = indent
+            if indent == body and _field_of(field).match(stripped):
+                return True
+    return False

@@ -1,0 +1,93 @@
+"""Name queries that ask for a field: the name of a class attribute (a setting, a dataclass's or an enum's
+member), as written, with the statement that declares it as gold. Python only: the gold comes from Python's
+own parser (`ast`), not from the rule that finds fields at search time (coderag/queries/symbols.py
+`declares_field`), so the set can judge that rule.
+
+    python -m coderag.eval.field_queries --corpus attrs click rich markdown-it --split tune --out fields.jsonl
+    coderag eval --dataset fields.jsonl --variants full
+
+A field gives a query when its name has five characters or more and is not a dunder, no other class of the
+indexed corpus declares it, and nothing else there is named so (a function, a class, a module's variable):
+the question has one answer. At most `LIMIT` a corpus, drawn with a fixed seed; tests are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import random
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+from coderag.nodes.file_roles import SOURCE, file_role
+
+LIMIT = 25
+MIN_CHARS = 5
+
+
+def _indexed_python_files(root: Path) -> list[str]:
+    """The Python source files the corpus' index holds (`coderag eval` indexes it first)."""
+    with sqlite3.connect(root / ".coderag" / "index.db") as db:
+        paths = [p for (p,) in db.execute("SELECT DISTINCT file_path FROM chunks")]
+    return sorted(p for p in paths if p.endswith(".py") and file_role(p, "python") == SOURCE)
+
+
+def _names(tree: ast.AST) -> tuple[list[tuple[str, int, int]], list[str]]:
+    """(the fields declared directly in a class body, with their lines; every other name defined)."""
+    fields, others = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            others.append(node.name)
+        if isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                targets = ([stmt.target] if isinstance(stmt, ast.AnnAssign)
+                           else stmt.targets if isinstance(stmt, ast.Assign) else [])
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        fields.append((t.id, stmt.lineno, stmt.end_lineno or stmt.lineno))
+        elif isinstance(node, ast.Module):
+            for stmt in node.body:
+                if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                    targets = [stmt.target] if isinstance(stmt, ast.AnnAssign) else stmt.targets
+                    others.extend(t.id for t in targets if isinstance(t, ast.Name))
+    return fields, others
+
+
+def field_queries(corpus: str, root: Path, split: str, limit: int = LIMIT) -> list[dict]:
+    found: list[tuple[str, str, int, int]] = []
+    others: Counter = Counter()
+    for path in _indexed_python_files(root):
+        try:
+            tree = ast.parse((root / path).read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        fields, names = _names(tree)
+        found.extend((name, path, start, end) for name, start, end in fields)
+        others.update(names)
+    declared = Counter(name for name, *_ in found)
+    good = [f for f in found if declared[f[0]] == 1 and not others[f[0]] and len(f[0]) >= MIN_CHARS
+            and not f[0].startswith("__")]
+    random.Random(f"fields:{corpus}").shuffle(good)
+    return [{"id": f"{corpus}-field-{i + 1}", "corpus": corpus, "query": name,
+             "gold": [{"file_path": path, "start_line": start, "end_line": end}], "kind": "identifier",
+             "split": split} for i, (name, path, start, end) in enumerate(sorted(good[:limit]))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from coderag.eval.corpora import corpus_root
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", nargs="+", required=True, help="corpora of eval/corpus_table.py, indexed")
+    ap.add_argument("--split", required=True, choices=("tune", "heldout"))
+    ap.add_argument("--out", required=True, type=Path)
+    a = ap.parse_args(argv)
+    rows = [q for name in a.corpus for q in field_queries(name, corpus_root(name), a.split)]
+    a.out.write_text("".join(json.dumps(q) + "\n" for q in rows))
+    print(f"{len(rows)} field queries -> {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
