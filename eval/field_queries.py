@@ -1,14 +1,16 @@
 """Name queries that ask for a field: the name of a class attribute (a setting, a dataclass's or an enum's
-member), as written, with the statement that declares it as gold. Python only: the gold comes from Python's
-own parser (`ast`), not from the rule that finds fields at search time (coderag/queries/symbols.py
-`declares_field`), so the set can judge that rule.
+member), an interface's or a class's property (TypeScript), a struct's field (Rust), as written, with the
+statement that declares it as gold. The gold comes from a parser (Python's `ast`, tree-sitter for TypeScript
+and Rust), not from the rule that finds fields at search time (coderag/queries/symbols.py `declares_field`),
+so the set can judge that rule.
 
     python -m coderag.eval.field_queries --corpus attrs click rich markdown-it --split tune --out fields.jsonl
     coderag eval --dataset fields.jsonl --variants full
 
-A field gives a query when its name has five characters or more and is not a dunder, no other class of the
-indexed corpus declares it, and nothing else there is named so (a function, a class, a module's variable):
-the question has one answer. At most `LIMIT` a corpus, drawn with a fixed seed; tests are left out.
+A field gives a query when its name has five characters or more, is a plain identifier (not a dunder, not a
+TypeScript `#private` field), no other type of the indexed corpus declares it, and nothing else there is named
+so (a function, a class, a module's variable; in TypeScript and Rust any name declared): the question has one
+answer. At most `LIMIT` a corpus, drawn with a fixed seed; tests are left out.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import ast
 import json
 import random
+import re
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -25,13 +28,44 @@ from coderag.nodes.file_roles import SOURCE, file_role
 
 LIMIT = 25
 MIN_CHARS = 5
+_IDENTIFIER = re.compile(r"^[A-Za-z_$][\w$]*$")  # not a TypeScript `#private` field
 
 
-def _indexed_python_files(root: Path) -> list[str]:
-    """The Python source files the corpus' index holds (`coderag eval` indexes it first)."""
+# The languages read, by file suffix; a field's declaration, by tree-sitter node type, where its parent is a
+# type's body (a TypeScript object type only as a `type X = {...}` alias's).
+LANGUAGES = {".py": "python", ".ts": "typescript", ".tsx": "tsx", ".rs": "rust"}
+_TS_FIELDS = {"public_field_definition", "property_signature", "field_declaration"}
+_TS_BODIES = {"class_body", "interface_body", "field_declaration_list"}
+
+
+def _indexed_files(root: Path) -> list[str]:
+    """The source files of LANGUAGES the corpus' index holds (`coderag eval` indexes it first)."""
     with sqlite3.connect(root / ".coderag" / "index.db") as db:
         paths = [p for (p,) in db.execute("SELECT DISTINCT file_path FROM chunks")]
-    return sorted(p for p in paths if p.endswith(".py") and file_role(p, "python") == SOURCE)
+    return sorted(p for p in paths if Path(p).suffix in LANGUAGES
+                  and file_role(p, LANGUAGES[Path(p).suffix]) == SOURCE)
+
+
+def _tree_sitter_names(source: bytes, language: str) -> tuple[list[tuple[str, int, int]], list[str]]:
+    """`_names` for a language tree-sitter reads: fields of a class, an interface, a struct or a `type X = {}`."""
+    from tree_sitter_language_pack import get_parser
+
+    fields, others = [], []
+    stack = [get_parser(language).parse(source).root_node]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        name = node.child_by_field_name("name")
+        if name is None:
+            continue
+        parent = node.parent.type if node.parent is not None else ""
+        if node.type in _TS_FIELDS and (parent in _TS_BODIES or (
+                parent == "object_type" and node.parent.parent is not None
+                and node.parent.parent.type == "type_alias_declaration")):
+            fields.append((name.text.decode("utf-8", "replace"), node.start_point[0] + 1, node.end_point[0] + 1))
+        elif node.type not in _TS_FIELDS:
+            others.append(name.text.decode("utf-8", "replace"))
+    return fields, others
 
 
 def _names(tree: ast.AST) -> tuple[list[tuple[str, int, int]], list[str]]:
@@ -58,17 +92,20 @@ def _names(tree: ast.AST) -> tuple[list[tuple[str, int, int]], list[str]]:
 def field_queries(corpus: str, root: Path, split: str, limit: int = LIMIT) -> list[dict]:
     found: list[tuple[str, str, int, int]] = []
     others: Counter = Counter()
-    for path in _indexed_python_files(root):
-        try:
-            tree = ast.parse((root / path).read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
-        fields, names = _names(tree)
+    for path in _indexed_files(root):
+        language = LANGUAGES[Path(path).suffix]
+        if language == "python":
+            try:
+                fields, names = _names(ast.parse((root / path).read_text(encoding="utf-8")))
+            except (SyntaxError, UnicodeDecodeError):
+                continue
+        else:
+            fields, names = _tree_sitter_names((root / path).read_bytes(), language)
         found.extend((name, path, start, end) for name, start, end in fields)
         others.update(names)
     declared = Counter(name for name, *_ in found)
     good = [f for f in found if declared[f[0]] == 1 and not others[f[0]] and len(f[0]) >= MIN_CHARS
-            and not f[0].startswith("__")]
+            and not f[0].startswith("__") and _IDENTIFIER.match(f[0])]
     random.Random(f"fields:{corpus}").shuffle(good)
     return [{"id": f"{corpus}-field-{i + 1}", "corpus": corpus, "query": name,
              "gold": [{"file_path": path, "start_line": start, "end_line": end}], "kind": "identifier",
