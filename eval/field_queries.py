@@ -20,7 +20,6 @@ import ast
 import json
 import random
 import re
-import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -40,8 +39,14 @@ _TS_BODIES = {"class_body", "interface_body", "field_declaration_list"}
 
 def _indexed_files(root: Path) -> list[str]:
     """The source files of LANGUAGES the corpus' index holds (`coderag eval` indexes it first)."""
-    with sqlite3.connect(root / ".coderag" / "index.db") as db:
-        paths = [p for (p,) in db.execute("SELECT DISTINCT file_path FROM chunks")]
+    from coderag.base.paths import DB_NAME, index_dir
+    from coderag.store.state import SEARCHABLE, IndexState
+
+    state = IndexState(index_dir(root) / DB_NAME, readonly=True)
+    try:
+        paths = [path for path, rec in state.files().items() if rec.status in SEARCHABLE]
+    finally:
+        state.close()
     return sorted(p for p in paths if Path(p).suffix in LANGUAGES
                   and file_role(p, LANGUAGES[Path(p).suffix]) == SOURCE)
 

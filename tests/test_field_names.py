@@ -72,9 +72,7 @@ export function spend(options: ClientOptions): ClientOptions {
 def _index(root: Path, ranker: str):
     from coderag import CodeIndex
 
-    settings = Settings()
-    settings = settings.model_copy(update={"retrieval": settings.retrieval.model_copy(update={"ranker": ranker})})
-    return CodeIndex.open(root, settings=settings, create=False)
+    return CodeIndex.open(root, settings=Settings(retrieval={"ranker": ranker}), create=False)
 
 
 @pytest.fixture(scope="module")

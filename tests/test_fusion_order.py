@@ -305,7 +305,7 @@ def test_payload_cuts_are_read_on_the_scale_of_the_requests_fusion() -> None:
     from coderag.pipelines.ranker import LEARNED_CUT_RATIO, LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO
     from coderag.pipelines.rules import RRF, SCORES
 
-    r = Settings().retrieval.model_copy(update={"cut_ratio": 0.2, "rrf_cut_ratio": 0.4, "report_cut_ratio": 0.1})
+    r = Settings(retrieval={"cut_ratio": 0.2, "rrf_cut_ratio": 0.4, "report_cut_ratio": 0.1}).retrieval
     learned = (LEARNED_CUT_RATIO, LEARNED_FLAT_RATIO, LEARNED_FLOOR_RATIO)
     for long_query in (False, True):
         cuts = payload_cuts(LEARNED, r, long_query=long_query)

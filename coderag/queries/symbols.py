@@ -109,7 +109,7 @@ def declares_field(text: str, name: str) -> bool:
     owner, _, field = name.rpartition(".")
     if not field or field not in text or "." in owner:
         return False
-    lines = text.splitlines()
+    declares, lines = _field_of(field).match, text.splitlines()
     for i, line in enumerate(lines):
         head = _TYPE_HEAD.match(line)
         if head is None or (owner and head.group(2) != owner):
@@ -124,6 +124,6 @@ def declares_field(text: str, name: str) -> bool:
                 break  # the type's body ended (its closing brace, or the next statement at the head's level)
             if body is None:
                 body = indent
-            if indent == body and _field_of(field).match(stripped):
+            if indent == body and declares(stripped):
                 return True
     return False
