@@ -1,16 +1,16 @@
 """Name queries that ask for a field: the name of a class attribute (a setting, a dataclass's or an enum's
-member), an interface's or a class's property (TypeScript), a struct's field (Rust), as written, with the
-statement that declares it as gold. The gold comes from a parser (Python's `ast`, tree-sitter for TypeScript
-and Rust), not from the rule that finds fields at search time (coderag/queries/symbols.py `declares_field`),
-so the set can judge that rule.
+member), an interface's or a class's property (TypeScript), a struct's field (Rust, C), a class's field or an
+enum's constant (Java), as written, with the statement that declares it as gold. The gold comes from a parser
+(Python's `ast`, tree-sitter for the others), not from the rule that finds fields at search time
+(coderag/queries/symbols.py `declares_field`), so the set can judge that rule.
 
     python -m coderag.eval.field_queries --corpus attrs click rich markdown-it --split tune --out fields.jsonl
     coderag eval --dataset fields.jsonl --variants full
 
 A field gives a query when its name has five characters or more, is a plain identifier (not a dunder, not a
 TypeScript `#private` field), no other type of the indexed corpus declares it, and nothing else there is named
-so (a function, a class, a module's variable; in TypeScript and Rust any name declared): the question has one
-answer. At most `LIMIT` a corpus, drawn with a fixed seed; tests are left out.
+so (a function, a class, a module's variable; in TypeScript, Rust and Java any name declared; in C any name
+but a member's): the question has one answer. At most `LIMIT` a corpus, drawn with a fixed seed; tests are left out.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_$][\w$]*$")  # not a TypeScript `#private` f
 
 # The languages read, by file suffix; a field's declaration, by tree-sitter node type, where its parent is a
 # type's body (a TypeScript object type only as a `type X = {...}` alias's).
-LANGUAGES = {".py": "python", ".ts": "typescript", ".tsx": "tsx", ".rs": "rust"}
+LANGUAGES = {".py": "python", ".ts": "typescript", ".tsx": "tsx", ".rs": "rust", ".java": "java", ".c": "c",
+             ".h": "c"}
 _TS_FIELDS = {"public_field_definition", "property_signature", "field_declaration"}
 _TS_BODIES = {"class_body", "interface_body", "field_declaration_list"}
 
@@ -73,6 +74,54 @@ def _tree_sitter_names(source: bytes, language: str) -> tuple[list[tuple[str, in
     return fields, others
 
 
+def _java_names(source: bytes) -> tuple[list[tuple[str, int, int]], list[str]]:
+    """`_names` for Java: each variable a class's or an interface's field declaration declares (its lines are the
+    declaration's), each constant of an enum; every other name declared (a type, a method, a local)."""
+    from tree_sitter_language_pack import get_parser
+
+    fields, others = [], []
+    stack = [get_parser("java").parse(source).root_node]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        name = node.child_by_field_name("name")
+        if name is None:
+            continue
+        text = name.text.decode("utf-8", "replace")
+        owner = node.parent
+        if node.type == "variable_declarator" and owner is not None and owner.type == "field_declaration":
+            fields.append((text, owner.start_point[0] + 1, owner.end_point[0] + 1))
+        elif node.type == "enum_constant":
+            fields.append((text, node.start_point[0] + 1, node.end_point[0] + 1))
+        else:
+            others.append(text)
+    return fields, others
+
+
+def _c_names(source: bytes) -> tuple[list[tuple[str, int, int]], list[str]]:
+    """`_names` for C: each member a struct's or a union's field declaration declares (through its pointer and
+    array declarators); every other identifier and type name, used or declared (a member is used as a
+    `field_identifier`, so any plain identifier of the same name is something else)."""
+    from tree_sitter_language_pack import get_parser
+
+    fields, others = [], []
+    stack = [get_parser("c").parse(source).root_node]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.type in ("identifier", "type_identifier"):
+            others.append(node.text.decode("utf-8", "replace"))
+        if node.type != "field_declaration":
+            continue
+        for declarator in node.children_by_field_name("declarator"):
+            while declarator is not None and declarator.type != "field_identifier":
+                declarator = declarator.child_by_field_name("declarator")
+            if declarator is not None:
+                fields.append((declarator.text.decode("utf-8", "replace"), node.start_point[0] + 1,
+                               node.end_point[0] + 1))
+    return fields, others
+
+
 def _names(tree: ast.AST) -> tuple[list[tuple[str, int, int]], list[str]]:
     """(the fields declared directly in a class body, with their lines; every other name defined)."""
     fields, others = [], []
@@ -104,6 +153,10 @@ def field_queries(corpus: str, root: Path, split: str, limit: int = LIMIT) -> li
                 fields, names = _names(ast.parse((root / path).read_text(encoding="utf-8")))
             except (SyntaxError, UnicodeDecodeError):
                 continue
+        elif language == "java":
+            fields, names = _java_names((root / path).read_bytes())
+        elif language == "c":
+            fields, names = _c_names((root / path).read_bytes())
         else:
             fields, names = _tree_sitter_names((root / path).read_bytes(), language)
         found.extend((name, path, start, end) for name, start, end in fields)

@@ -32,6 +32,37 @@ OPTIONS_TS = '''export interface ClientOptions {
 }
 '''
 
+RETRY_JAVA = '''package org.acme;
+
+/** How often a request is tried again, and how long it waits between tries. */
+public class RetryPolicy {
+    private final int maxAttempts;
+    private long backoffMillis = 200;
+
+    public RetryPolicy(int attempts) {
+        this.maxAttempts = attempts;
+    }
+}
+'''
+
+POOL_H = '''#include <stddef.h>
+
+struct pool {
+    size_t capacity;
+    struct item *free_list;
+};
+'''
+
+SERVER_GO = '''package web
+
+import "time"
+
+type Server struct {
+	Addr        string
+	ReadTimeout time.Duration
+}
+'''
+
 READERS = {
     "src/legs.py": '''from settings import SearchSettings
 
@@ -66,6 +97,52 @@ export function spend(options: ClientOptions): ClientOptions {
   return { ...options, retryBudget: options.retryBudget - 1 }
 }
 ''',
+    "src/main/java/org/acme/Client.java": '''package org.acme;
+
+public class Client {
+    public boolean retry(RetryPolicy policy, int attempt) {
+        return attempt < policy.maxAttempts && policy.maxAttempts > 0;
+    }
+
+    public long pause(RetryPolicy policy, int attempt) {
+        return policy.backoffMillis * attempt;
+    }
+}
+''',
+    "src/pool.c": '''#include "pool.h"
+
+struct item *pool_take(struct pool *p) {
+    struct item *it = p->free_list;
+    if (it != NULL) {
+        p->free_list = it->next;
+    }
+    return it;
+}
+
+int pool_full(const struct pool *p, size_t used) {
+    return used >= p->capacity;
+}
+''',
+    "web/serve.go": '''package web
+
+import (
+	"net/http"
+	"time"
+)
+
+func Serve(s *Server, h http.Handler) error {
+	srv := &http.Server{Addr: s.Addr, ReadTimeout: s.ReadTimeout, Handler: h}
+	return srv.ListenAndServe()
+}
+
+// Patient gives a slow client twice the ReadTimeout, and a second when no ReadTimeout is set.
+func Patient(s *Server) *Server {
+	if s.ReadTimeout == 0 {
+		return &Server{Addr: s.Addr, ReadTimeout: time.Second}
+	}
+	return &Server{Addr: s.Addr, ReadTimeout: 2 * s.ReadTimeout}
+}
+''',
 }
 
 
@@ -79,7 +156,8 @@ def _index(root: Path, ranker: str):
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from coderag import index_repository
 
-    files = {"src/settings.py": SETTINGS_PY, "web/options.ts": OPTIONS_TS, **READERS}
+    files = {"src/settings.py": SETTINGS_PY, "web/options.ts": OPTIONS_TS, "src/main/java/org/acme/RetryPolicy.java":
+             RETRY_JAVA, "src/pool.h": POOL_H, "web/server.go": SERVER_GO, **READERS}
     root = write_files(tmp_path_factory.mktemp("fields") / "repo", files)
     assert index_repository(root, settings=Settings()).indexed == len(files)
     return root
@@ -90,6 +168,9 @@ FIELD_QUERIES = [
     ("SearchSettings.dense_depth", "src/settings.py", 10),
     ("where is dense_depth defined", "src/settings.py", 10),
     ("retryBudget", "web/options.ts", 2),
+    ("maxAttempts", "src/main/java/org/acme/RetryPolicy.java", 5),  # type first: Java, C, C#
+    ("free_list", "src/pool.h", 5),
+    ("ReadTimeout", "web/server.go", 7),  # a Go struct's
 ]
 
 
@@ -120,9 +201,10 @@ def test_a_field_asked_for_by_name_is_in_the_default_answer(root: Path, query: s
     assert any(_holds(p, path, line) for p in places[:2]), places
 
 
-def test_field_queries_take_their_gold_from_pythons_parser(root: Path) -> None:
+def test_field_queries_take_their_gold_from_a_parser(root: Path) -> None:
     """eval/field_queries.py: every field of the indexed sources declared once and named nowhere else, with its
-    statement's lines as gold; `retryBudget` is also a local of web/client.ts, so it is not asked."""
+    statement's lines as gold; `retryBudget` is also a local of web/client.ts, so it is not asked. Go is not
+    read."""
     from coderag.eval.field_queries import field_queries
 
     queries = field_queries("fields", root, "tune")
@@ -130,5 +212,8 @@ def test_field_queries_take_their_gold_from_pythons_parser(root: Path) -> None:
             for q in queries}
     assert gold == {"dense_depth": ("src/settings.py", 10, 10), "sparse_depth": ("src/settings.py", 11, 11),
                     "cut_ratio": ("src/settings.py", 12, 12), "merge_gap": ("src/settings.py", 13, 13),
-                    "timeoutMs": ("web/options.ts", 3, 3), "baseUrl": ("web/options.ts", 4, 4)}
+                    "timeoutMs": ("web/options.ts", 3, 3), "baseUrl": ("web/options.ts", 4, 4),
+                    "maxAttempts": ("src/main/java/org/acme/RetryPolicy.java", 5, 5),
+                    "backoffMillis": ("src/main/java/org/acme/RetryPolicy.java", 6, 6),
+                    "capacity": ("src/pool.h", 4, 4), "free_list": ("src/pool.h", 5, 5)}
     assert {q["kind"] for q in queries} == {"identifier"} and {q["split"] for q in queries} == {"tune"}

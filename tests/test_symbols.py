@@ -72,6 +72,21 @@ def test_symbols_assigns_at_top_level(text, name, expected) -> None:
     ("class Opts:\n    x = 1\ndepth = 2\n", "depth", False),  # after the body: a module's (assigns_at_top_level)
     ("class Opts:\n    if depth == 3:\n        pass\n", "depth", False),  # a comparison
     ("class Opts:\n    max_depth = 3\n", "depth", False),  # another name that ends alike
+    ("public class Opts {\n    private final Map<String, Integer> depth;\n}\n", "depth", True),  # Java: type first
+    ("public class Opts {\n    private String name;\n}\n", "String", False),  # a field's type is not the field
+    ("public class Opts {\n    int width, depth = 3;\n}\n", "depth", True),  # the second of two
+    ("public class Opts {\n    int depth() { return 3; }\n}\n", "depth", False),  # a method: the splitter's symbol
+    ("public class A {\n    void run() {\n        int depth = 3;\n    }\n}\n", "depth", False),  # a local
+    ("public class A {\n    /**\n     * the depth, as set;\n     */\n    int x;\n}\n", "depth", False),  # prose
+    ("public enum Color {\n    RED(1),\n    GREEN(2);\n}\n", "GREEN", True),  # an enum's constant
+    ("public sealed class Opts\n{\n    public int Depth { get; set; }\n}\n", "Depth", True),  # C#, brace below
+    ("struct node {\n    struct node *next;\n    char label[16];\n    unsigned flags : 3;\n};\n", "next", True),  # C
+    ("struct node {\n    struct node *next;\n    char label[16];\n};\n", "label", True),
+    ("struct node {\n    unsigned flags : 3;\n};\n", "flags", True),
+    ("type Server struct {\n\tAddr string `json:\"addr\"`\n\tHandler\n\ta, Timeout int\n}\n", "Addr", True),  # Go
+    ("type Server struct {\n\tAddr string\n\thttp.Handler\n\ta, Timeout int\n}\n", "Timeout", True),
+    ("type Server struct {\n\t// Port is where it listens\n\tPort int\n}\n", "where", False),
+    ("class Opts:\n    \"\"\"How deep\n    the depth; goes\n    \"\"\"\n", "depth", False),  # Python: no type first
 ])
 def test_symbols_declares_field(text, name, expected) -> None:
     assert declares_field(text, name) is expected

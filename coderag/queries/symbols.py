@@ -76,20 +76,38 @@ def assigns_at_top_level(text: str, name: str) -> bool:
 
 
 # The head of a type whose body lists its fields: `class Name`, `struct Name`, `interface Name`, `enum Name`,
-# `record Name`, `trait Name`, a TypeScript `type Name = {`, after any modifiers (`export`, `pub`, `public
-# final`, a decorator's `@dataclass` line stands above it).
-_TYPE_HEAD = re.compile(r"^([ \t]*)(?:[\w@()]+[ \t]+)*?(?:class|struct|interface|enum|record|trait|type)[ \t]+"
-                        r"([A-Za-z_$][\w$]*)")
+# `record Name`, `trait Name`, a TypeScript `type Name = {`, a Go `type Name struct {`, after any modifiers
+# (`export`, `pub`, `public final`, `typedef`; a decorator's `@dataclass` line stands above it).
+_TYPE_HEAD = re.compile(r"^([ \t]*)(?:[\w@()]+[ \t]+)*?(class|struct|interface|enum|record|trait|type)[ \t]+"
+                        r"([A-Za-z_$][\w$]*)([ \t]+(?:struct|interface)\b)?")
+_MODIFIERS = (r"(?:pub(?:\([^)\n]*\))?|public|private|protected|internal|readonly|static|final|declare|override|"
+              r"abstract|const|var|let|val|lateinit|mut)")
 # A field declared by name first (Python, TypeScript and JavaScript, Rust, Kotlin, Swift, an enum's member):
-# `name: T = ...`, `name = ...`, `name?: T;`, `readonly name: T`, `pub name: T,`, `RED,`. Languages that put
-# the type first (Java, C#, Go, C) are not read.
-_FIELD = (r"(?:(?:pub(?:\([^)\n]*\))?|public|private|protected|internal|readonly|static|final|declare|override|"
-          r"abstract|const|var|let|val|lateinit|mut)[ \t]+)*{name}[?!]?[ \t]*(?::(?!:)|=(?![=>])|;|,|$)")
+# `name: T = ...`, `name = ...`, `name?: T;`, `readonly name: T`, `pub name: T,`, `RED,`.
+_NAME_FIRST = r"(?:" + _MODIFIERS + r"[ \t]+)*{name}[?!]?[ \t]*(?::(?!:)|=(?![=>])|;|,|$)"
+# A field declared type first (Java, C#, C and C++): `private final Map<K, V> name;`, `int a, name = 0;`,
+# `char *name[8];`, `unsigned name : 3;`, a C# property `public int Name { get; set; }` or `Name => ...`. The
+# name is the last word before what ends a declaration, so a type's name (`String` of `String name;`) is not
+# its field. Read only in a body that opens with a brace: in Python's, a docstring's prose would look alike.
+_TYPE_FIRST = (r"[A-Za-z_](?:[\w.$<>?,\[\]&*]*[ \t]+)+\**{name}[ \t]*(?:\[[^\]\n]*\][ \t]*)*"
+               r"(?:=(?![=])|;|,[^;\n]*;|:[ \t]*\d+[ \t]*;|\{{[ \t]*(?:get|set|init)\b)")
+# An enum's constant given arguments (Java's `GREEN(2),`); in a type's body such a line can only be that, a
+# method or a constructor, each a definition.
+_CALLED = r"{name}[ \t]*\("
+# A Go struct's field: `Name Type`, `a, Name Type`, an embedded `Name` alone, with any tag after it; read only
+# in the body of a Go `type X struct {`, where a line has no other meaning.
+_GO_FIELD = r"(?:\w+[ \t]*,[ \t]*)*{name}(?:[ \t]*,[ \t]*\w+)*(?:[ \t]+[^\s=:]|[ \t]*$)"
 
 
 @functools.lru_cache(maxsize=512)
-def _field_of(name: str) -> re.Pattern:
-    return re.compile(_FIELD.format(name=re.escape(name)))
+def _field_of(name: str) -> tuple[re.Pattern, re.Pattern, re.Pattern]:
+    """The patterns of `name`'s declaration: in a type's body that opens with no brace (Python's), with a brace,
+    and in a Go struct's."""
+    name = re.escape(name)
+    name_first = _NAME_FIRST.format(name=name)
+    in_braces = f"(?:{name_first})|(?:{_TYPE_FIRST.format(name=name)})|(?:{_CALLED.format(name=name)})"
+    return (re.compile(name_first), re.compile(in_braces),
+            re.compile(_GO_FIELD.format(name=name)))
 
 
 def declares_field(text: str, name: str) -> bool:
@@ -105,20 +123,26 @@ def declares_field(text: str, name: str) -> bool:
     False
     >>> declares_field("pub struct Opts {\\n    pub depth: usize,\\n}", "Opts.depth")
     True
+    >>> declares_field("public class Opts {\\n    private int depth = 25;\\n}", "depth")
+    True
     """
     owner, _, field = name.rpartition(".")
     if not field or field not in text or "." in owner:
         return False
-    declares, lines = _field_of(field).match, text.splitlines()
+    lines = text.splitlines()
     for i, line in enumerate(lines):
         head = _TYPE_HEAD.match(line)
-        if head is None or (owner and head.group(2) != owner):
+        if head is None or (owner and head.group(3) != owner):
             continue
+        in_python, in_braces, in_go_struct = _field_of(field)
+        braces = "{" in line or next((ln.strip() for ln in lines[i + 1:] if ln.strip()), "").startswith("{")
+        declares = (in_go_struct if head.group(2) == "type" and head.group(4)
+                    else in_braces if braces else in_python).match
         outer, body = len(head.group(1)), None
         for later in lines[i + 1:]:
             stripped = later.strip()
-            if not stripped:
-                continue
+            if not stripped or (body is None and stripped == "{"):
+                continue  # a blank line, or the body's brace on a line of its own (C#, C)
             indent = len(later) - len(later.lstrip())
             if indent <= outer:
                 break  # the type's body ended (its closing brace, or the next statement at the head's level)
