@@ -113,7 +113,10 @@ GRAMMARS: dict[str, Grammar] = {
     "c": Grammar(
         definitions={"function_definition": "function", "struct_specifier": "struct", "enum_specifier": "enum",
                      "union_specifier": "struct", "type_definition": "type"},
-        transparent=frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "linkage_specification"}),
+        # A header's `extern "C" { ... }` (for C++ callers) is a linkage_specification whose body is a
+        # declaration_list: read through both, or everything the header defines is one unnamed window.
+        transparent=frozenset({"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "linkage_specification",
+                               "declaration_list"}),
     ),
     "cpp": Grammar(
         definitions={"function_definition": "function", "class_specifier": "class", "struct_specifier": "struct",

@@ -22,9 +22,11 @@ from coderag.store.previous_cache import embedding_cache
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STATUS_INDEXED, STATUS_SPARSE,
                                  STORE_FORMAT, STORE_FORMAT_KEY, FileRecord, IndexState)
 
-LINE_ENDS_KEY = "line_ends"  # meta: how the indexed files' bytes were made lines
-# A CR alone ends a line too, and a notebook's lines are its cells (nodes/file_text.py decode_file)
-LINE_ENDS = "lf, crlf, cr; notebook cells"
+READING_KEY = "line_ends"  # meta: how the indexed files were read into lines and split (named for its first use)
+# A CR alone ends a line too, and a notebook's lines are its cells (nodes/file_text.py decode_file); a C header's
+# `extern "C"` block is read for definitions (nodes/languages.py). A file read otherwise since the index was made
+# is indexed again by its upgrade (pipelines/migrations.py resplit_read_otherwise).
+READING = 'lf, crlf, cr; notebook cells; C extern "C" blocks'
 BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024
 
@@ -352,7 +354,7 @@ def sync(run: Ingestion, changes: ChangeSet, fp: str, progress: Optional[Progres
         state.set_meta(STORE_FORMAT_KEY, STORE_FORMAT)  # a new index: written in the current format
         state.set_meta(FILE_CLASSES_KEY, FILE_CLASSES_VERSION)  # ... and under the current file-class rules
         state.set_meta(SKIPS_RECHECKED_KEY, FILE_CLASSES_VERSION)
-        state.set_meta(LINE_ENDS_KEY, LINE_ENDS)  # ... and lines
+        state.set_meta(READING_KEY, READING)  # ... and read and split as files are now
         stamp_model(state, fp)  # ... and its model's files: the model moved is still the same (fingerprint.py)
     state.set_meta("fingerprint", fp)
     extra = run.remove(changes.removed) if changes.removed else set()

@@ -1,7 +1,8 @@
 """Migrations: what an index written by an older coderag lacks, added once when it is opened or updated,
 without re-embedding (line token counts, the current payload format, files the current rules call
-secrets or data), but for source files that hold a token, embedded again masked, and files whose lines an
-older coderag ended otherwise, split again. Each step records in the index's meta table that it ran."""
+secrets or data), but for source files that hold a token, embedded again masked, and files that an older
+coderag read or split otherwise (their line ends, a notebook's cells, a C header's `extern "C"` block), split
+again. Each step records in the index's meta table that it ran."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from coderag.nodes.safe_path import open_regular
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
 from coderag.pipelines.changes import SKIPS_RECHECKED_KEY, ChangeSet
 from coderag.pipelines.fingerprint import fingerprint
-from coderag.pipelines.ingestion import FILE_CLASSES_KEY, LINE_ENDS, LINE_ENDS_KEY, Ingestion, Progress, sync
+from coderag.nodes.languages import detect_language
+from coderag.pipelines.ingestion import FILE_CLASSES_KEY, READING, READING_KEY, Ingestion, Progress, sync
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STORE_FORMAT, STORE_FORMAT_KEY, FileRecord,
                                  IndexState)
 
@@ -28,8 +30,10 @@ from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STORE_FORMAT,
 PURGED_NOTE = 'indexed files dropped as secrets or data ("coderag index --rebuild" also scrubs the shard\'s files)'
 REMASKED_NOTE = 'indexed files indexed again with their tokens masked ("coderag index --rebuild" also scrubs the ' \
                 "shard's files)"
-RESPLIT_NOTE = "files whose lines end in a CR alone (a classic Mac file) indexed again with their line numbers"
+LONE_CR_NOTE = "files whose lines end in a CR alone (a classic Mac file) indexed again with their line numbers"
 NOTEBOOKS_NOTE = "notebooks indexed again as their cells"
+EXTERN_C_NOTE = 'C files indexed again with the definitions of their extern "C" block'
+_EXTERN_C = b'extern "C"'
 _LONE_CR = re.compile(rb"\r(?!\n)")
 
 
@@ -144,19 +148,29 @@ def purge_reclassified(root: Path, settings: Settings, state: IndexState, progre
     return len(found), len(remask)
 
 
-def resplit_lone_cr(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
-                    store: Any = None) -> dict[str, int]:
-    """Index again the files whose lines the current decoding makes otherwise: where a CR alone ends a line (an
-    index made before such a CR ended a line holds each as one line, so its answers give them wrong line
-    numbers), and notebooks (one that a `!*.ipynb` brought in was indexed as its raw JSON, before a notebook
-    was read as its cells). Once per index (LINE_ENDS_KEY in the meta table): each indexed file's bytes are
-    read once, no decoding; only the files found are split and embedded again, not the whole index (as a new
-    SPLITTER_VERSION would). Returns the files indexed again, by description."""
-    if state.get_meta(LINE_ENDS_KEY) == LINE_ENDS:
+def _read_otherwise(path: str, data: bytes) -> Optional[str]:
+    """Why the current reading splits a file's bytes otherwise than an older coderag did, as the note that
+    counts it; None where it splits them the same."""
+    if is_notebook(path):
+        return NOTEBOOKS_NOTE  # one that a `!*.ipynb` brought in was indexed as its raw JSON
+    if b"\r" in data and _LONE_CR.search(data):
+        return LONE_CR_NOTE  # each such line was one line: its answers gave wrong line numbers
+    if _EXTERN_C in data and detect_language(path) == "c":
+        return EXTERN_C_NOTE  # what the block defines was one unnamed window
+    return None
+
+
+def resplit_read_otherwise(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
+                           store: Any = None) -> dict[str, int]:
+    """Index again the files that the current reading splits otherwise (`_read_otherwise`). Once per index
+    (READING_KEY in the meta table): each indexed file's bytes are read once, no decoding; only the files found
+    are split and embedded again, not the whole index (as a new SPLITTER_VERSION would). Returns the files
+    indexed again, by description."""
+    if state.get_meta(READING_KEY) == READING:
         return {}
     indexed = sorted(p for p, r in state.files().items() if r.status in SEARCHABLE)
     found: list[FileEntry] = []
-    notebooks = 0
+    why: dict[str, int] = {}
     for i, path in enumerate(indexed, 1):
         p = root / path
         fh, _, _ = open_regular(p, root)  # never blocks, never leaves the root
@@ -167,17 +181,18 @@ def resplit_lone_cr(root: Path, settings: Settings, state: IndexState, progress:
                     data = fh.read(settings.chunking.max_file_bytes + 1)
             except OSError:
                 data = b""
-            if is_notebook(path) or (b"\r" in data and _LONE_CR.search(data)):
+            note = _read_otherwise(path, data)
+            if note is not None:
                 found.append(FileEntry(path, str(p), st.st_size, st.st_mtime_ns))
-                notebooks += is_notebook(path)
+                why[note] = why.get(note, 0) + 1
         if progress and (i % 500 == 0 or i == len(indexed)):
-            progress("line ends", i, len(indexed))
+            progress("reading", i, len(indexed))
     if found:
         run = Ingestion(root, settings, state, progress, store=store)
         sync(run, ChangeSet(found, found, 0, [], SkipLog()), fingerprint(settings), progress, force=True)
-    state.set_meta(LINE_ENDS_KEY, LINE_ENDS)
+    state.set_meta(READING_KEY, READING)
     state.commit()
-    return {k: v for k, v in ((RESPLIT_NOTE, len(found) - notebooks), (NOTEBOOKS_NOTE, notebooks)) if v}
+    return why
 
 
 def drop_new_secrets(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
@@ -195,7 +210,7 @@ def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: O
                   store: Any = None) -> dict[str, int]:
     """Everything an index written by an older coderag lacks, added once and without re-embedding: the
     token counts of its files' lines, then the current payload format, then the removal of files that are
-    secrets or data by the current rules, then the files whose lines are made otherwise now, split again. `store`:
+    secrets or data by the current rules, then the files read or split otherwise now, split again. `store`:
     the process's open store (see upgrade_store). Returns what was done, by description, leaving out what was
     not needed."""
     counted = fill_line_tokens(root, state, progress)
@@ -205,7 +220,7 @@ def upgrade_index(root: Path, settings: Settings, state: IndexState, progress: O
     if state.get_meta(SKIPS_RECHECKED_KEY) != FILE_CLASSES_VERSION:
         state.set_meta(SKIPS_RECHECKED_KEY, FILE_CLASSES_VERSION)
         state.commit()
-    resplit = resplit_lone_cr(root, settings, state, progress, store=store)
+    resplit = resplit_read_otherwise(root, settings, state, progress, store=store)
     return {**{k: v for k, v in (("files' line token counts stored", counted),
                                  ("stored chunks rewritten in the current format", rewritten)) if v},
             **rechecked, **resplit}

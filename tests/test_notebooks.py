@@ -121,12 +121,12 @@ def test_notebooks_cells_of_one_line_and_empty_cells_keep_their_lines() -> None:
 
 def test_notebooks_an_index_that_holds_one_as_raw_json_indexes_it_again_as_cells(tmp_path: Path) -> None:
     """Before notebooks were read as cells, a `!*.ipynb` brought them in as JSON; the upgrade indexes them again
-    (pipelines/migrations.py resplit_lone_cr), and only them."""
+    (pipelines/migrations.py resplit_read_otherwise), and only them."""
     from coderag import CodeIndex
     from coderag.nodes import scan
     from coderag.nodes.file_text import DecodedText
     from coderag.pipelines.index_repository import index_repository
-    from coderag.pipelines.ingestion import LINE_ENDS_KEY
+    from coderag.pipelines.ingestion import READING_KEY
     from coderag.pipelines.migrations import NOTEBOOKS_NOTE
 
     root = write_files(tmp_path / "repo", {"nb/analysis.ipynb": ANALYSIS, "src/app.py": "def main():\n    return 0\n"})
@@ -137,7 +137,7 @@ def test_notebooks_an_index_that_holds_one_as_raw_json_indexes_it_again_as_cells
     finally:
         mp.undo()
     with CodeIndex.open(root, create=False) as idx:
-        idx.state.set_meta(LINE_ENDS_KEY, "lf, crlf, cr")  # as the index of a coderag of before has it
+        idx.state.set_meta(READING_KEY, "lf, crlf, cr")  # as the index of a coderag of before has it
         idx.state.commit()
         app_before = set(idx.docstore.get_ref_doc_info("src/app.py").node_ids)
         raw = idx.search("churn_rate_by_month", retriever="bm25", refresh=False)

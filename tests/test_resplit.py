@@ -1,5 +1,5 @@
 """An index made before a CR alone ended a line holds such a file as one line; its upgrade indexes that file
-again, and only that file (pipelines/migrations.py resplit_lone_cr)."""
+again, and only that file (pipelines/migrations.py resplit_read_otherwise)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ MAC = "def first_mac_helper():\r    return 1\r\rdef second_mac_helper():\r    re
 def test_an_upgrade_splits_again_the_files_a_cr_alone_ends_lines_of(tmp_path: Path) -> None:
     from coderag import CodeIndex
     from coderag.pipelines.index_repository import index_repository
-    from coderag.pipelines.ingestion import LINE_ENDS_KEY
+    from coderag.pipelines.ingestion import READING_KEY
 
     root = write_files(tmp_path / "repo", {"src/unix.py": "def unix_helper():\n    return 0\n"})
     mac = root / "src/mac.py"
@@ -26,7 +26,7 @@ def test_an_upgrade_splits_again_the_files_a_cr_alone_ends_lines_of(tmp_path: Pa
     mac.write_bytes(MAC.encode())
     os.utime(mac, ns=(st.st_atime_ns, st.st_mtime_ns))
     with CodeIndex.open(root, create=False) as idx:
-        idx.state.set_meta(LINE_ENDS_KEY, "")  # as an index of before has it: no such key
+        idx.state.set_meta(READING_KEY, "")  # as an index of before has it: no such key
         idx.state.commit()
         res = idx.search("second_mac_helper", retriever="bm25", refresh=False)
         assert (res[0].file_path, res[0].start_line, res[0].end_line) == ("src/mac.py", 1, 1)  # the control
@@ -41,4 +41,86 @@ def test_an_upgrade_splits_again_the_files_a_cr_alone_ends_lines_of(tmp_path: Pa
         assert (hit.start_line, hit.end_line) != (1, 1) and "second_mac_helper" in hit.text
         assert hit.text.split("\n")[0] == MAC.split("\r")[hit.start_line - 1]
         assert set(idx.docstore.get_ref_doc_info("src/unix.py").node_ids) == unix_before  # not indexed again
+    assert index_repository(root).upgraded == {}  # once
+
+
+# A C header as most libraries write one: an include guard, then `extern "C" {` for C++ callers around its types.
+POOL_H = """#ifndef POOL_H
+#define POOL_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include <stddef.h>
+
+struct pool {
+    size_t capacity;
+    struct item *free_list;
+};
+
+typedef struct pool pool_t;
+
+pool_t *pool_new(size_t capacity);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
+"""
+
+
+def _leaves(idx, path: str) -> list[tuple[str, list[str]]]:
+    """(kind, the names it defines) of each leaf of `path`."""
+    from coderag.queries.symbols import chunk_symbols
+
+    nodes = idx.docstore.get_nodes(idx.docstore.get_ref_doc_info(path).node_ids)
+    return [(n.metadata["kind"], chunk_symbols(n.metadata)) for n in nodes if n.metadata.get("is_leaf")]
+
+
+def test_a_c_headers_extern_c_block_is_read_for_its_definitions(tmp_path: Path) -> None:
+    """The struct inside `extern "C" { ... }` is a definition of its own, named: before, tree-sitter's
+    declaration_list stopped the outline and the whole header was unnamed."""
+    from coderag import CodeIndex
+    from coderag.pipelines.index_repository import index_repository
+
+    root = write_files(tmp_path / "repo", {"include/pool.h": POOL_H})
+    index_repository(root)
+    with CodeIndex.open(root, create=False) as idx:
+        leaves = _leaves(idx, "include/pool.h")
+    assert leaves == [("group", ["pool", "pool_t"])], leaves  # the header is small: its two definitions, one leaf
+
+
+def test_an_upgrade_splits_again_the_c_files_an_extern_c_block_hid_definitions_in(tmp_path: Path) -> None:
+    """An index made before the outline read `extern "C"` blocks holds such a header as one unnamed leaf; its
+    upgrade indexes that header again, and only the C files that have such a block."""
+    from dataclasses import replace
+
+    import pytest
+
+    from coderag import CodeIndex
+    from coderag.nodes.languages import GRAMMARS
+    from coderag.pipelines.index_repository import index_repository
+    from coderag.pipelines.ingestion import READING_KEY
+    from coderag.pipelines.migrations import EXTERN_C_NOTE
+
+    root = write_files(tmp_path / "repo", {"include/pool.h": POOL_H,
+                                           "src/pool.c": '#include "pool.h"\n\nint pool_size(void) {\n    return 1;\n}\n'})
+    mp = pytest.MonkeyPatch()  # the C grammar as an older coderag read it: no way into the declaration_list
+    mp.setitem(GRAMMARS, "c", replace(GRAMMARS["c"], transparent=GRAMMARS["c"].transparent - {"declaration_list"}))
+    try:
+        index_repository(root)
+    finally:
+        mp.undo()
+    with CodeIndex.open(root, create=False) as idx:
+        idx.state.set_meta(READING_KEY, "lf, crlf, cr; notebook cells")  # as the index of a coderag of before has it
+        idx.state.commit()
+        assert _leaves(idx, "include/pool.h") == [("file", [])]  # the control: the whole header, unnamed
+        source_before = set(idx.docstore.get_ref_doc_info("src/pool.c").node_ids)
+
+    assert index_repository(root).upgraded == {EXTERN_C_NOTE: 1}
+    with CodeIndex.open(root, create=False) as idx:
+        assert _leaves(idx, "include/pool.h") == [("group", ["pool", "pool_t"])]
+        assert set(idx.docstore.get_ref_doc_info("src/pool.c").node_ids) == source_before  # not indexed again
     assert index_repository(root).upgraded == {}  # once

@@ -21,8 +21,10 @@ PHASE_NAMES = {
     "line tokens": "counting the tokens of indexed lines",
     "upgrade": "rewriting stored chunks in the current format",
     "recheck": "checking indexed files against the file classes",
+    "reading": "checking how indexed files are read",
 }
-COUNTED = {"files": "files", "vectors": "files", "line tokens": "files", "recheck": "files", "upgrade": "chunks"}
+COUNTED = {"files": "files", "vectors": "files", "line tokens": "files", "recheck": "files", "reading": "files",
+           "upgrade": "chunks"}
 
 
 class BuildClock:
