@@ -83,6 +83,8 @@ def test_symbols_assigns_at_top_level(text, name, expected) -> None:
     ("struct node {\n    struct node *next;\n    char label[16];\n    unsigned flags : 3;\n};\n", "next", True),  # C
     ("struct node {\n    struct node *next;\n    char label[16];\n};\n", "label", True),
     ("struct node {\n    unsigned flags : 3;\n};\n", "flags", True),
+    ("typedef struct {\n  bufsize_t len;\n  bufsize_t alloc;\n} cmark_chunk;\n", "alloc", True),  # C: named after
+    ("typedef union {\n  int depth;\n} cell;\n", "depth", True),
     ("type Server struct {\n\tAddr string `json:\"addr\"`\n\tHandler\n\ta, Timeout int\n}\n", "Addr", True),  # Go
     ("type Server struct {\n\tAddr string\n\thttp.Handler\n\ta, Timeout int\n}\n", "Timeout", True),
     ("type Server struct {\n\t// Port is where it listens\n\tPort int\n}\n", "where", False),

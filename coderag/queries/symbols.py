@@ -76,10 +76,11 @@ def assigns_at_top_level(text: str, name: str) -> bool:
 
 
 # The head of a type whose body lists its fields: `class Name`, `struct Name`, `interface Name`, `enum Name`,
-# `record Name`, `trait Name`, a TypeScript `type Name = {`, a Go `type Name struct {`, after any modifiers
-# (`export`, `pub`, `public final`, `typedef`; a decorator's `@dataclass` line stands above it).
-_TYPE_HEAD = re.compile(r"^([ \t]*)(?:[\w@()]+[ \t]+)*?(class|struct|interface|enum|record|trait|type)[ \t]+"
-                        r"([A-Za-z_$][\w$]*)([ \t]+(?:struct|interface)\b)?")
+# `record Name`, `trait Name`, `union Name`, a TypeScript `type Name = {`, a Go `type Name struct {`, after any
+# modifiers (`export`, `pub`, `public final`, `typedef`; a decorator's `@dataclass` line stands above it); or a
+# type with no name before its brace (C's `typedef struct {`, whose name follows its body).
+_TYPE_HEAD = re.compile(r"^([ \t]*)(?:[\w@()]+[ \t]+)*?(class|struct|interface|enum|record|trait|type|union)"
+                        r"(?:[ \t]+([A-Za-z_$][\w$]*)([ \t]+(?:struct|interface)\b)?|[ \t]*(?=\{))")
 _MODIFIERS = (r"(?:pub(?:\([^)\n]*\))?|public|private|protected|internal|readonly|static|final|declare|override|"
               r"abstract|const|var|let|val|lateinit|mut)")
 # A field declared by name first (Python, TypeScript and JavaScript, Rust, Kotlin, Swift, an enum's member):
