@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -31,12 +32,23 @@ SHEBANGS: dict[str, str] = {
 MARKUP_LANGUAGES = frozenset({"markdown", "rst"})
 
 
+# A `.h` file is C++ as often as C (fmt, LLVM, most of Google's code name their C++ headers so). C++ shows in
+# lines that C never has: a namespace, a template, an access specifier, a `using` declaration, `std::`. A C
+# header's `extern "C"` is for C++ callers and does not count.
+_CPP_LINE = re.compile(r"^[ \t]*(?:namespace[ \t]+[\w:]*[ \t]*\{|template[ \t]*<|(?:public|private|protected)[ \t]*:"
+                       r"|using[ \t]+(?:namespace[ \t]+)?[\w:]+[ \t]*(?:=|;))|\bstd::", re.M)
+
+
 def detect_language(rel_path: str, head: str = "") -> str:
-    """Language of a file from its name, then its shebang; "text" when neither says."""
+    """Language of a file from its name, then its shebang; "text" when neither says. A `.h` file is C++ when
+    `head` shows C++ (`_CPP_LINE`): pass the whole text where the two must differ (nodes/reader.py, whose
+    answer the index keeps); a shorter head reads as C, where either is code."""
     p = PurePosixPath(rel_path)
     if p.name in FILENAMES:
         return FILENAMES[p.name]
     lang = EXTENSIONS.get(p.suffix.lower())
+    if lang == "c" and p.suffix.lower() == ".h" and _CPP_LINE.search(head):
+        return "cpp"
     if lang:
         return lang
     if head.startswith("#!"):

@@ -18,7 +18,7 @@ def make_document(ft: FileText) -> Document:
         id_=rel,
         metadata={
             FILE_PATH_KEY: rel,
-            LANGUAGE_KEY: detect_language(rel, ft.text[:200]),
+            LANGUAGE_KEY: detect_language(rel, ft.text),  # the whole text: a `.h` file may be C++
             SIZE_KEY: ft.entry.size,
             LAST_MODIFIED_KEY: ft.last_modified,
             CONTENT_HASH_KEY: ft.sha256,

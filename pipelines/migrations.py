@@ -1,8 +1,8 @@
 """Migrations: what an index written by an older coderag lacks, added once when it is opened or updated,
 without re-embedding (line token counts, the current payload format, files the current rules call
 secrets or data), but for source files that hold a token, embedded again masked, and files that an older
-coderag read or split otherwise (their line ends, a notebook's cells, a C header's `extern "C"` block), split
-again. Each step records in the index's meta table that it ran."""
+coderag read or split otherwise (their line ends, a notebook's cells, a C header's `extern "C"` block, a C++
+header named `.h`), split again. Each step records in the index's meta table that it ran."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ REMASKED_NOTE = 'indexed files indexed again with their tokens masked ("coderag 
 LONE_CR_NOTE = "files whose lines end in a CR alone (a classic Mac file) indexed again with their line numbers"
 NOTEBOOKS_NOTE = "notebooks indexed again as their cells"
 EXTERN_C_NOTE = 'C files indexed again with the definitions of their extern "C" block'
+CPP_HEADERS_NOTE = "C++ headers named .h indexed again as C++ (they were read as C)"
 _EXTERN_C = b'extern "C"'
 _LONE_CR = re.compile(rb"\r(?!\n)")
 
@@ -155,8 +156,11 @@ def _read_otherwise(path: str, data: bytes) -> Optional[str]:
         return NOTEBOOKS_NOTE  # one that a `!*.ipynb` brought in was indexed as its raw JSON
     if b"\r" in data and _LONE_CR.search(data):
         return LONE_CR_NOTE  # each such line was one line: its answers gave wrong line numbers
-    if _EXTERN_C in data and detect_language(path) == "c":
-        return EXTERN_C_NOTE  # what the block defines was one unnamed window
+    if detect_language(path) == "c":  # by its name: a `.c` or `.h` file
+        if detect_language(path, data.decode("utf-8", "replace")) == "cpp":
+            return CPP_HEADERS_NOTE  # a C++ header read as C: its namespaces, classes and templates unnamed
+        if _EXTERN_C in data:
+            return EXTERN_C_NOTE  # what the block defines was one unnamed window
     return None
 
 

@@ -1254,3 +1254,81 @@ def test_code_splitter_marks_leaves_that_only_declare(tmp_path, tokenizer_path) 
     cpp = {n.metadata["symbol"]: n.metadata.get("declaration", False)
            for n in unmerged.split_document(_document(root, "src/shapes.cpp")) if not n.child_nodes}
     assert cpp["Point"] and not any(v for s, v in cpp.items() if "Counter" in s), cpp
+
+
+# -- a `.h` file is C or C++ by what it holds ----------------------------------------------------------
+
+WIDGET_H = '''\
+// Copyright notice long enough that the first 200 characters of this header show nothing of its language,
+// as a licence header does: the reader must look at the whole text.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ui {
+
+template <typename T>
+class Registry {
+public:
+    void add(const T& item) { items_.push_back(item); }
+    std::size_t size() const { return items_.size(); }
+
+private:
+    std::vector<T> items_;
+};
+
+class Widget {
+public:
+    explicit Widget(std::string name) : name_(std::move(name)) {}
+    const std::string& name() const { return name_; }
+
+private:
+    std::string name_;
+};
+
+}  // namespace ui
+'''
+
+BUFFER_H = '''\
+#ifndef BUFFER_H
+#define BUFFER_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct buffer {
+    unsigned char *data;
+    size_t len;
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
+'''
+
+
+@pytest.mark.parametrize("text, expected", [
+    (WIDGET_H, "cpp"),
+    (BUFFER_H, "c"),  # `extern "C"` is for C++ callers of a C header
+    ("template <typename T>\nT twice(T x);\n", "cpp"),
+    ("using Callback = void (*)(int);\n", "cpp"),
+    ("struct point { int x; int y; };\n/* public: nothing */\n", "c"),
+])
+def test_a_header_is_cpp_when_its_text_shows_cpp(text: str, expected: str) -> None:
+    assert detect_language("include/x.h", text) == expected
+    assert detect_language("include/x.h") == "c" and detect_language("src/x.c", text) == "c"  # by name alone
+
+
+def test_a_cpp_header_named_h_is_split_as_cpp(tmp_path: Path, tokenizer_path: str) -> None:
+    """The reader keeps the language of the whole text, so the C++ grammar outlines the header: its class is
+    a definition inside its namespace, where the C grammar gave unnamed windows."""
+    root = write_files(tmp_path / "repo", {"include/ui/widget.h": WIDGET_H, "include/buffer.h": BUFFER_H})
+    sp = CodeHierarchySplitter(tokenizer_path=tokenizer_path)
+    doc = _document(root, "include/ui/widget.h")
+    assert doc.metadata["language"] == "cpp"
+    assert any(chunk_defines(n.metadata, "ui.Widget") for n in sp.split_document(doc) if not n.child_nodes)
+    assert _document(root, "include/buffer.h").metadata["language"] == "c"

@@ -124,3 +124,67 @@ def test_an_upgrade_splits_again_the_c_files_an_extern_c_block_hid_definitions_i
         assert _leaves(idx, "include/pool.h") == [("group", ["pool", "pool_t"])]
         assert set(idx.docstore.get_ref_doc_info("src/pool.c").node_ids) == source_before  # not indexed again
     assert index_repository(root).upgraded == {}  # once
+
+
+WIDGET_H = """#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ui {
+
+template <typename T>
+class Registry {
+public:
+    void add(const T& item) { items_.push_back(item); }
+    std::size_t size() const { return items_.size(); }
+
+private:
+    std::vector<T> items_;
+};
+
+class Widget {
+public:
+    explicit Widget(std::string name) : name_(std::move(name)) {}
+    const std::string& name() const { return name_; }
+
+private:
+    std::string name_;
+};
+
+}  // namespace ui
+"""
+
+
+def test_an_upgrade_splits_again_as_cpp_the_cpp_headers_named_h(tmp_path: Path) -> None:
+    """An index made when every `.h` file was C holds a C++ header as C (its class unnamed); its upgrade
+    indexes that header again as C++, and leaves the C header beside it alone."""
+    import pytest
+
+    from coderag import CodeIndex
+    from coderag.nodes import reader
+    from coderag.nodes.languages import detect_language
+    from coderag.pipelines.index_repository import index_repository
+    from coderag.pipelines.ingestion import READING_KEY
+    from coderag.pipelines.migrations import CPP_HEADERS_NOTE
+
+    root = write_files(tmp_path / "repo", {"include/ui/widget.h": WIDGET_H,
+                                           "include/point.h": "struct point {\n    int x;\n    int y;\n};\n"})
+    mp = pytest.MonkeyPatch()  # the reader as an older coderag had it: a `.h` file is C, by its name
+    mp.setattr(reader, "detect_language", lambda rel, head="": detect_language(rel))
+    try:
+        index_repository(root)
+    finally:
+        mp.undo()
+    with CodeIndex.open(root, create=False) as idx:
+        idx.state.set_meta(READING_KEY, 'lf, crlf, cr; notebook cells; C extern "C" blocks')
+        idx.state.commit()
+        assert not any("ui.Widget" in names for _, names in _leaves(idx, "include/ui/widget.h"))  # the control
+        c_before = set(idx.docstore.get_ref_doc_info("include/point.h").node_ids)
+
+    assert index_repository(root).upgraded == {CPP_HEADERS_NOTE: 1}
+    with CodeIndex.open(root, create=False) as idx:
+        assert any("ui.Widget" in names for _, names in _leaves(idx, "include/ui/widget.h"))
+        assert {r.language for r in idx.search("Widget", refresh=False) if r.file_path == "include/ui/widget.h"} == {"cpp"}
+        assert set(idx.docstore.get_ref_doc_info("include/point.h").node_ids) == c_before  # not indexed again
+    assert index_repository(root).upgraded == {}  # once
