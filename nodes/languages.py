@@ -76,6 +76,13 @@ class Grammar:
     transparent: frozenset[str] = frozenset()
     # JS/TS: `const f = () => {}` declares a function
     variable_declarations: frozenset[str] = frozenset()
+    # a grammar whose definitions have no `name` and `body` fields (Kotlin's): the first child of one of these
+    # types is the name, and the first of these the body
+    name_types: frozenset[str] = frozenset()
+    body_types: frozenset[str] = frozenset()
+    # nodes that keep the comments after them inside (Kotlin's package header and import list hold the doc
+    # comment of the declaration that follows): such a trailing comment leads the next definition
+    comment_hosts: frozenset[str] = frozenset()
     extra_leading: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -146,6 +153,20 @@ GRAMMARS: dict[str, Grammar] = {
                      "file_scoped_namespace_declaration": "namespace", "property_declaration": "property"},
         containers=frozenset({"class_declaration", "interface_declaration", "struct_declaration",
                               "record_declaration", "namespace_declaration", "file_scoped_namespace_declaration"}),
+    ),
+    "kotlin": Grammar(
+        definitions={"class_declaration": "class", "object_declaration": "class", "companion_object": "class",
+                     "function_declaration": "function", "secondary_constructor": "method"},
+        containers=frozenset({"class_declaration", "object_declaration", "companion_object"}),
+        name_types=frozenset({"type_identifier", "simple_identifier"}),
+        body_types=frozenset({"class_body", "enum_class_body", "function_body"}),
+        comment_hosts=frozenset({"package_header", "import_list"}),
+    ),
+    "swift": Grammar(
+        definitions={"class_declaration": "class", "protocol_declaration": "interface",
+                     "function_declaration": "function", "init_declaration": "method",
+                     "protocol_function_declaration": "method"},
+        containers=frozenset({"class_declaration", "protocol_declaration"}),
     ),
     "ruby": Grammar(
         definitions={"method": "method", "singleton_method": "method", "class": "class", "module": "module"},

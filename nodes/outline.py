@@ -78,7 +78,15 @@ def _go_receiver_type(node, src: bytes) -> str | None:
     return None
 
 
-def _name_of(node, src: bytes) -> str:
+def _body_of(node, grammar: Grammar):
+    """The node that holds a definition's body: its `body` field, else its first child of `body_types`."""
+    body = node.child_by_field_name("body")
+    if body is None and grammar.body_types:
+        body = next((c for c in node.named_children if c.type in grammar.body_types), None)
+    return body
+
+
+def _name_of(node, src: bytes, grammar: Grammar) -> str:
     t = node.type
     if t == "impl_item":
         typ = node.child_by_field_name("type")
@@ -99,7 +107,10 @@ def _name_of(node, src: bytes) -> str:
     decl = node.child_by_field_name("declarator")
     if decl is not None:
         return _declarator_name(decl, src)
-    return "<anonymous>"
+    name = next((c for c in node.named_children if c.type in grammar.name_types), None)
+    if name is not None:
+        return _text(name, src)
+    return "Companion" if t == "companion_object" else "<anonymous>"  # Kotlin names a companion so by default
 
 
 def _as_definition(node, grammar: Grammar, src: bytes):
@@ -114,7 +125,7 @@ def _as_definition(node, grammar: Grammar, src: bytes):
                 return found
         return None
     if t in grammar.definitions:
-        return node, grammar.definitions[t], _name_of(node, src), node.child_by_field_name("body")
+        return node, grammar.definitions[t], _name_of(node, src, grammar), _body_of(node, grammar)
     if t in grammar.variable_declarations:
         for decl in node.named_children:
             value = decl.child_by_field_name("value")
@@ -164,6 +175,8 @@ def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_k
                 break
             start = start_line(named[j])
             j -= 1
+        if j >= 0 and named[j].type in grammar.comment_hosts:
+            start = _hung_comments_start(named[j], start, lines)
         def_line = start_line(def_node) if def_node.start_point[0] >= child.start_point[0] else start_line(child)
         if body is not None:
             body_line = start_line(body)
@@ -177,6 +190,26 @@ def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_k
         children = _collect(body, grammar, src, lines, kind) if body is not None else []
         items.append(Item(start, end, kind, name, def_node.type in grammar.containers, children, head_end))
     return _drop_overlaps(items)
+
+
+def _hung_comments_start(host, start: int, lines: list[str]) -> int:
+    """`start` moved up over the comments that end `host` (its last descendants, each on lines of its own,
+    the last right above `start`): tree-sitter hung them inside the node before the definition they lead."""
+    tail = []
+    node = host
+    while node is not None and node.named_children:
+        kids = node.named_children
+        k = len(kids) - 1
+        while k >= 0 and is_comment_like(kids[k].type):
+            tail.append(kids[k])
+            k -= 1
+        node = kids[k] if k >= 0 and not tail else None
+    for comment in tail:  # the last first
+        row, col = comment.start_point
+        if end_line(comment) < start - 1 or lines[row][:col].strip():
+            break
+        start = start_line(comment)
+    return start
 
 
 def _drop_overlaps(items: list[Item]) -> list[Item]:

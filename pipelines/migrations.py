@@ -2,7 +2,7 @@
 without re-embedding (line token counts, the current payload format, files the current rules call
 secrets or data), but for source files that hold a token, embedded again masked, and files that an older
 coderag read or split otherwise (their line ends, a notebook's cells, a C header's `extern "C"` block, a C++
-header named `.h`), split again. Each step records in the index's meta table that it ran."""
+header named `.h`, a Kotlin or Swift file), split again. Each step records in the index's meta table that it ran."""
 
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ LONE_CR_NOTE = "files whose lines end in a CR alone (a classic Mac file) indexed
 NOTEBOOKS_NOTE = "notebooks indexed again as their cells"
 EXTERN_C_NOTE = 'C files indexed again with the definitions of their extern "C" block'
 CPP_HEADERS_NOTE = "C++ headers named .h indexed again as C++ (they were read as C)"
+OUTLINED_NOTE = "Kotlin and Swift files indexed again along their definitions"
+OUTLINED_SINCE = frozenset({"kotlin", "swift"})  # languages whose files were line windows before their grammar
 _EXTERN_C = b'extern "C"'
 _LONE_CR = re.compile(rb"\r(?!\n)")
 
@@ -156,6 +158,8 @@ def _read_otherwise(path: str, data: bytes) -> Optional[str]:
         return NOTEBOOKS_NOTE  # one that a `!*.ipynb` brought in was indexed as its raw JSON
     if b"\r" in data and _LONE_CR.search(data):
         return LONE_CR_NOTE  # each such line was one line: its answers gave wrong line numbers
+    if detect_language(path) in OUTLINED_SINCE:
+        return OUTLINED_NOTE  # line windows, where its definitions are leaves now
     if detect_language(path) == "c":  # by its name: a `.c` or `.h` file
         if detect_language(path, data.decode("utf-8", "replace")) == "cpp":
             return CPP_HEADERS_NOTE  # a C++ header read as C: its namespaces, classes and templates unnamed

@@ -352,6 +352,62 @@ namespace Demo
         Def("Demo.Greeter.Greet", "method", "/// <summary>Says hello.</summary>", "}", "Demo.Greeter",
             sig="public string Greet(string who)"),
     )),
+    "kotlin": Case("src/main/kotlin/demo/Point.kt", '''\
+package demo
+
+import kotlin.math.abs
+
+/** A point on a plane. */
+data class Point(val x: Int, val y: Int) {
+    /** Distance from the origin, squared. */
+    fun norm(): Int {
+        return x * x + y * y
+    }
+
+    companion object {
+        fun origin(): Point = Point(0, 0)
+    }
+}
+
+fun String.shout(): String = uppercase()
+''', (
+        Def("Point", "class", "/** A point on a plane. */", "}", sig="data class Point(val x: Int, val y: Int) {"),
+        Def("Point.norm", "method", "/** Distance from the origin, squared. */", "}", "Point", sig="fun norm(): Int {"),
+        Def("Point.Companion", "class", "companion object {", "}", "Point", sig="companion object {"),
+        Def("Point.Companion.origin", "method", "fun origin(): Point = Point(0, 0)", "fun origin(): Point = Point(0, 0)",
+            "Point.Companion", sig="fun origin(): Point = Point(0, 0)"),
+        Def("shout", "function", "fun String.shout(): String = uppercase()", "fun String.shout(): String = uppercase()",
+            sig="fun String.shout(): String = uppercase()"),
+    )),
+    "swift": Case("Sources/Demo/Point.swift", '''\
+import Foundation
+
+/// A point on a plane.
+public struct Point: Codable {
+    let x: Int
+    let y: Int
+
+    /// Distance from the origin, squared.
+    func norm() -> Int {
+        return x * x + y * y
+    }
+
+    init(x: Int, y: Int) {
+        self.x = x
+        self.y = y
+    }
+}
+
+protocol Shape {
+    func area() -> Double
+}
+''', (
+        Def("Point", "class", "/// A point on a plane.", "}", sig="public struct Point: Codable {"),
+        Def("Point.norm", "method", "/// Distance from the origin, squared.", "}", "Point", sig="func norm() -> Int {"),
+        Def("Point.init", "method", "init(x: Int, y: Int) {", "}", "Point", sig="init(x: Int, y: Int) {"),
+        Def("Shape", "interface", "protocol Shape {", "}", sig="protocol Shape {"),
+        Def("Shape.area", "method", "func area() -> Double", "func area() -> Double", "Shape", sig="func area() -> Double"),
+    )),
     "ruby": Case("lib/account.rb", '''\
 # A bank account.
 class Account

@@ -188,3 +188,36 @@ def test_an_upgrade_splits_again_as_cpp_the_cpp_headers_named_h(tmp_path: Path) 
         assert {r.language for r in idx.search("Widget", refresh=False) if r.file_path == "include/ui/widget.h"} == {"cpp"}
         assert set(idx.docstore.get_ref_doc_info("include/point.h").node_ids) == c_before  # not indexed again
     assert index_repository(root).upgraded == {}  # once
+
+
+def test_an_upgrade_splits_again_the_kotlin_files_it_held_as_windows(tmp_path: Path) -> None:
+    """Before Kotlin and Swift had a grammar their files were line windows; an index of then is upgraded, its
+    Kotlin file split along its definitions, and the Python file beside it left alone."""
+    import pytest
+
+    from coderag import CodeIndex
+    from coderag.nodes.languages import GRAMMARS
+    from coderag.pipelines.index_repository import index_repository
+    from coderag.pipelines.ingestion import READING_KEY
+    from coderag.pipelines.migrations import OUTLINED_NOTE
+
+    kotlin = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: Int, val y: Int) {\n"
+              "    fun norm(): Int = x * x + y * y\n}\n")
+    root = write_files(tmp_path / "repo", {"src/Point.kt": kotlin, "app/main.py": "def main():\n    return 0\n"})
+    mp = pytest.MonkeyPatch()  # the grammars as an older coderag had them: none for Kotlin
+    mp.delitem(GRAMMARS, "kotlin")
+    try:
+        index_repository(root)
+    finally:
+        mp.undo()
+    with CodeIndex.open(root, create=False) as idx:
+        idx.state.set_meta(READING_KEY, 'lf, crlf, cr; notebook cells; C extern "C" blocks; C++ headers named .h')
+        idx.state.commit()
+        assert not any(names for _, names in _leaves(idx, "src/Point.kt"))  # the control: nothing named
+        python_before = set(idx.docstore.get_ref_doc_info("app/main.py").node_ids)
+
+    assert index_repository(root).upgraded == {OUTLINED_NOTE: 1}
+    with CodeIndex.open(root, create=False) as idx:
+        assert any("Point.norm" in names for _, names in _leaves(idx, "src/Point.kt"))
+        assert set(idx.docstore.get_ref_doc_info("app/main.py").node_ids) == python_before  # not indexed again
+    assert index_repository(root).upgraded == {}  # once
