@@ -52,15 +52,21 @@ def _indexed_files(root: Path) -> list[str]:
                   and file_role(p, LANGUAGES[Path(p).suffix]) == SOURCE)
 
 
-def _tree_sitter_names(source: bytes, language: str) -> tuple[list[tuple[str, int, int]], list[str]]:
-    """`_names` for a language tree-sitter reads: fields of a class, an interface, a struct or a `type X = {}`."""
+def _nodes(source: bytes, language: str):
+    """Every node of the file's syntax tree, depth first."""
     from tree_sitter_language_pack import get_parser
 
-    fields, others = [], []
     stack = [get_parser(language).parse(source).root_node]
     while stack:
         node = stack.pop()
         stack.extend(node.children)
+        yield node
+
+
+def _tree_sitter_names(source: bytes, language: str) -> tuple[list[tuple[str, int, int]], list[str]]:
+    """`_names` for a language tree-sitter reads: fields of a class, an interface, a struct or a `type X = {}`."""
+    fields, others = [], []
+    for node in _nodes(source, language):
         name = node.child_by_field_name("name")
         if name is None:
             continue
@@ -77,13 +83,8 @@ def _tree_sitter_names(source: bytes, language: str) -> tuple[list[tuple[str, in
 def _java_names(source: bytes) -> tuple[list[tuple[str, int, int]], list[str]]:
     """`_names` for Java: each variable a class's or an interface's field declaration declares (its lines are the
     declaration's), each constant of an enum; every other name declared (a type, a method, a local)."""
-    from tree_sitter_language_pack import get_parser
-
     fields, others = [], []
-    stack = [get_parser("java").parse(source).root_node]
-    while stack:
-        node = stack.pop()
-        stack.extend(node.children)
+    for node in _nodes(source, "java"):
         name = node.child_by_field_name("name")
         if name is None:
             continue
@@ -102,13 +103,8 @@ def _c_names(source: bytes) -> tuple[list[tuple[str, int, int]], list[str]]:
     """`_names` for C: each member a struct's or a union's field declaration declares (through its pointer and
     array declarators); every other identifier and type name, used or declared (a member is used as a
     `field_identifier`, so any plain identifier of the same name is something else)."""
-    from tree_sitter_language_pack import get_parser
-
     fields, others = [], []
-    stack = [get_parser("c").parse(source).root_node]
-    while stack:
-        node = stack.pop()
-        stack.extend(node.children)
+    for node in _nodes(source, "c"):
         if node.type in ("identifier", "type_identifier"):
             others.append(node.text.decode("utf-8", "replace"))
         if node.type != "field_declaration":

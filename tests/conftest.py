@@ -125,6 +125,57 @@ def write_files(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
+# A C++ header named `.h`, as fmt, LLVM and Google's code write them: the C grammar misreads its namespace as a
+# function and names neither class (nodes/languages.py detect_language reads it as C++).
+CPP_HEADER = """#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ui {
+
+template <typename T>
+class Registry {
+public:
+    void add(const T& item) { items_.push_back(item); }
+    std::size_t size() const { return items_.size(); }
+
+private:
+    std::vector<T> items_;
+};
+
+class Widget {
+public:
+    explicit Widget(std::string name) : name_(std::move(name)) {}
+    const std::string& name() const { return name_; }
+
+private:
+    std::string name_;
+};
+
+}  // namespace ui
+"""
+
+
+def index_as_before(root: Path, patch, reading: str) -> None:
+    """Index `root` as an older coderag did: `patch(mp)` sets on a MonkeyPatch what it did otherwise, undone
+    after the run; the index's meta then says its files were read as `reading` says (pipelines/ingestion.py
+    READING_KEY), so the next run's upgrade (pipelines/migrations.py) finds what changed since."""
+    from coderag import CodeIndex
+    from coderag.pipelines.index_repository import index_repository
+    from coderag.pipelines.ingestion import READING_KEY
+
+    mp = pytest.MonkeyPatch()
+    patch(mp)
+    try:
+        index_repository(root)
+    finally:
+        mp.undo()
+    with CodeIndex.open(root, create=False) as idx:
+        idx.state.set_meta(READING_KEY, reading)
+        idx.state.commit()
+
+
 @pytest.fixture
 def tiny_repo(tmp_path: Path) -> Path:
     """Five small files in Python, TypeScript, Go and Markdown."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GO_SERVER, write_files
+from conftest import CPP_HEADER, GO_SERVER, write_files
 
 pytest.importorskip("tree_sitter_language_pack")
 
@@ -1314,37 +1314,9 @@ def test_code_splitter_marks_leaves_that_only_declare(tmp_path, tokenizer_path) 
 
 # -- a `.h` file is C or C++ by what it holds ----------------------------------------------------------
 
-WIDGET_H = '''\
-// Copyright notice long enough that the first 200 characters of this header show nothing of its language,
-// as a licence header does: the reader must look at the whole text.
-#pragma once
-
-#include <string>
-#include <vector>
-
-namespace ui {
-
-template <typename T>
-class Registry {
-public:
-    void add(const T& item) { items_.push_back(item); }
-    std::size_t size() const { return items_.size(); }
-
-private:
-    std::vector<T> items_;
-};
-
-class Widget {
-public:
-    explicit Widget(std::string name) : name_(std::move(name)) {}
-    const std::string& name() const { return name_; }
-
-private:
-    std::string name_;
-};
-
-}  // namespace ui
-'''
+# A licence comment fills the first 200 characters: only the whole text shows C++.
+WIDGET_H = ("// Copyright notice long enough that the first 200 characters of this header show nothing of its\n"
+            "// language, as a licence header does: the reader must look at the whole text.\n" + CPP_HEADER)
 
 BUFFER_H = '''\
 #ifndef BUFFER_H

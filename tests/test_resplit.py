@@ -1,12 +1,16 @@
-"""An index made before a CR alone ended a line holds such a file as one line; its upgrade indexes that file
-again, and only that file (pipelines/migrations.py resplit_read_otherwise)."""
+"""An index that an older coderag made reads some files otherwise than today (a CR alone did not end a line, a C
+header's `extern "C"` block was not read, a C++ header named `.h` was C, Kotlin had no grammar); its upgrade
+indexes those files again, and only them (pipelines/migrations.py resplit_read_otherwise)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from conftest import write_files
+import pytest
+from conftest import CPP_HEADER, index_as_before, write_files
+
+from coderag.pipelines.migrations import CPP_HEADERS_NOTE, EXTERN_C_NOTE, OUTLINED_NOTE
 
 # Classic Mac line ends; written first with a space where each CR goes (the same size, one line), indexed, then
 # given its CRs with the same time: the index holds it as one line, as an older coderag made it.
@@ -92,132 +96,72 @@ def test_a_c_headers_extern_c_block_is_read_for_its_definitions(tmp_path: Path) 
     assert leaves == [("group", ["pool", "pool_t"])], leaves  # the header is small: its two definitions, one leaf
 
 
-def test_an_upgrade_splits_again_the_c_files_an_extern_c_block_hid_definitions_in(tmp_path: Path) -> None:
-    """An index made before the outline read `extern "C"` blocks holds such a header as one unnamed leaf; its
-    upgrade indexes that header again, and only the C files that have such a block."""
+def _names_in(root: Path, path: str) -> set[str]:
+    """Every name the leaves of `path` define, in the index of `root`."""
+    from coderag import CodeIndex
+
+    with CodeIndex.open(root, create=False) as idx:
+        return {name for _, names in _leaves(idx, path) for name in names}
+
+
+def _node_ids(root: Path, path: str) -> set[str]:
+    from coderag import CodeIndex
+
+    with CodeIndex.open(root, create=False) as idx:
+        return set(idx.docstore.get_ref_doc_info(path).node_ids)
+
+
+def _drop_c_linkage(mp) -> None:
+    """The C grammar as an older coderag read it: no way into an `extern "C"` block's declaration_list."""
     from dataclasses import replace
 
-    import pytest
-
-    from coderag import CodeIndex
     from coderag.nodes.languages import GRAMMARS
-    from coderag.pipelines.index_repository import index_repository
-    from coderag.pipelines.ingestion import READING_KEY
-    from coderag.pipelines.migrations import EXTERN_C_NOTE
 
-    root = write_files(tmp_path / "repo", {"include/pool.h": POOL_H,
-                                           "src/pool.c": '#include "pool.h"\n\nint pool_size(void) {\n    return 1;\n}\n'})
-    mp = pytest.MonkeyPatch()  # the C grammar as an older coderag read it: no way into the declaration_list
     mp.setitem(GRAMMARS, "c", replace(GRAMMARS["c"], transparent=GRAMMARS["c"].transparent - {"declaration_list"}))
-    try:
-        index_repository(root)
-    finally:
-        mp.undo()
-    with CodeIndex.open(root, create=False) as idx:
-        idx.state.set_meta(READING_KEY, "lf, crlf, cr; notebook cells")  # as the index of a coderag of before has it
-        idx.state.commit()
-        assert _leaves(idx, "include/pool.h") == [("file", [])]  # the control: the whole header, unnamed
-        source_before = set(idx.docstore.get_ref_doc_info("src/pool.c").node_ids)
-
-    assert index_repository(root).upgraded == {EXTERN_C_NOTE: 1}
-    with CodeIndex.open(root, create=False) as idx:
-        assert _leaves(idx, "include/pool.h") == [("group", ["pool", "pool_t"])]
-        assert set(idx.docstore.get_ref_doc_info("src/pool.c").node_ids) == source_before  # not indexed again
-    assert index_repository(root).upgraded == {}  # once
 
 
-WIDGET_H = """#pragma once
-
-#include <string>
-#include <vector>
-
-namespace ui {
-
-template <typename T>
-class Registry {
-public:
-    void add(const T& item) { items_.push_back(item); }
-    std::size_t size() const { return items_.size(); }
-
-private:
-    std::vector<T> items_;
-};
-
-class Widget {
-public:
-    explicit Widget(std::string name) : name_(std::move(name)) {}
-    const std::string& name() const { return name_; }
-
-private:
-    std::string name_;
-};
-
-}  // namespace ui
-"""
-
-
-def test_an_upgrade_splits_again_as_cpp_the_cpp_headers_named_h(tmp_path: Path) -> None:
-    """An index made when every `.h` file was C holds a C++ header as C (its class unnamed); its upgrade
-    indexes that header again as C++, and leaves the C header beside it alone."""
-    import pytest
-
-    from coderag import CodeIndex
+def _headers_by_name(mp) -> None:
+    """The reader as an older coderag had it: a `.h` file is C, by its name."""
     from coderag.nodes import reader
     from coderag.nodes.languages import detect_language
-    from coderag.pipelines.index_repository import index_repository
-    from coderag.pipelines.ingestion import READING_KEY
-    from coderag.pipelines.migrations import CPP_HEADERS_NOTE
 
-    root = write_files(tmp_path / "repo", {"include/ui/widget.h": WIDGET_H,
-                                           "include/point.h": "struct point {\n    int x;\n    int y;\n};\n"})
-    mp = pytest.MonkeyPatch()  # the reader as an older coderag had it: a `.h` file is C, by its name
     mp.setattr(reader, "detect_language", lambda rel, head="": detect_language(rel))
-    try:
-        index_repository(root)
-    finally:
-        mp.undo()
-    with CodeIndex.open(root, create=False) as idx:
-        idx.state.set_meta(READING_KEY, 'lf, crlf, cr; notebook cells; C extern "C" blocks')
-        idx.state.commit()
-        assert not any("ui.Widget" in names for _, names in _leaves(idx, "include/ui/widget.h"))  # the control
-        c_before = set(idx.docstore.get_ref_doc_info("include/point.h").node_ids)
-
-    assert index_repository(root).upgraded == {CPP_HEADERS_NOTE: 1}
-    with CodeIndex.open(root, create=False) as idx:
-        assert any("ui.Widget" in names for _, names in _leaves(idx, "include/ui/widget.h"))
-        assert {r.language for r in idx.search("Widget", refresh=False) if r.file_path == "include/ui/widget.h"} == {"cpp"}
-        assert set(idx.docstore.get_ref_doc_info("include/point.h").node_ids) == c_before  # not indexed again
-    assert index_repository(root).upgraded == {}  # once
 
 
-def test_an_upgrade_splits_again_the_kotlin_files_it_held_as_windows(tmp_path: Path) -> None:
-    """Before Kotlin and Swift had a grammar their files were line windows; an index of then is upgraded, its
-    Kotlin file split along its definitions, and the Python file beside it left alone."""
-    import pytest
-
-    from coderag import CodeIndex
+def _no_kotlin(mp) -> None:
+    """The grammars as an older coderag had them: none for Kotlin, whose files were line windows."""
     from coderag.nodes.languages import GRAMMARS
-    from coderag.pipelines.index_repository import index_repository
-    from coderag.pipelines.ingestion import READING_KEY
-    from coderag.pipelines.migrations import OUTLINED_NOTE
 
-    kotlin = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: Int, val y: Int) {\n"
-              "    fun norm(): Int = x * x + y * y\n}\n")
-    root = write_files(tmp_path / "repo", {"src/Point.kt": kotlin, "app/main.py": "def main():\n    return 0\n"})
-    mp = pytest.MonkeyPatch()  # the grammars as an older coderag had them: none for Kotlin
     mp.delitem(GRAMMARS, "kotlin")
-    try:
-        index_repository(root)
-    finally:
-        mp.undo()
-    with CodeIndex.open(root, create=False) as idx:
-        idx.state.set_meta(READING_KEY, 'lf, crlf, cr; notebook cells; C extern "C" blocks; C++ headers named .h')
-        idx.state.commit()
-        assert not any(names for _, names in _leaves(idx, "src/Point.kt"))  # the control: nothing named
-        python_before = set(idx.docstore.get_ref_doc_info("app/main.py").node_ids)
 
-    assert index_repository(root).upgraded == {OUTLINED_NOTE: 1}
-    with CodeIndex.open(root, create=False) as idx:
-        assert any("Point.norm" in names for _, names in _leaves(idx, "src/Point.kt"))
-        assert set(idx.docstore.get_ref_doc_info("app/main.py").node_ids) == python_before  # not indexed again
+
+KOTLIN = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: Int, val y: Int) {\n"
+          "    fun norm(): Int = x * x + y * y\n}\n")
+
+
+@pytest.mark.parametrize("files, changed, name, unchanged, patch, reading, note", [
+    ({"include/pool.h": POOL_H, "src/pool.c": '#include "pool.h"\n\nint pool_size(void) {\n    return 1;\n}\n'},
+     "include/pool.h", "pool", "src/pool.c", _drop_c_linkage, "lf, crlf, cr; notebook cells", EXTERN_C_NOTE),
+    ({"include/ui/widget.h": CPP_HEADER, "include/point.h": "struct point {\n    int x;\n    int y;\n};\n"},
+     "include/ui/widget.h", "ui.Widget", "include/point.h", _headers_by_name,
+     'lf, crlf, cr; notebook cells; C extern "C" blocks', CPP_HEADERS_NOTE),
+    ({"src/Point.kt": KOTLIN, "app/main.py": "def main():\n    return 0\n"},
+     "src/Point.kt", "Point.norm", "app/main.py", _no_kotlin,
+     'lf, crlf, cr; notebook cells; C extern "C" blocks; C++ headers named .h', OUTLINED_NOTE),
+], ids=["extern-c", "cpp-header", "kotlin"])
+def test_an_upgrade_splits_again_the_files_an_older_reading_named_nothing_in(
+        tmp_path: Path, files, changed, name, unchanged, patch, reading, note) -> None:
+    """An index made by an older coderag holds a file it read otherwise without its definitions (a C header's
+    `extern "C"` block unread, a C++ header read as C, a Kotlin file as line windows); its upgrade indexes that
+    file again, once, and leaves the file beside it alone."""
+    from coderag.pipelines.index_repository import index_repository
+
+    root = write_files(tmp_path / "repo", files)
+    index_as_before(root, patch, reading)
+    assert name not in _names_in(root, changed)  # the control
+    unchanged_before = _node_ids(root, unchanged)
+
+    assert index_repository(root).upgraded == {note: 1}
+    assert name in _names_in(root, changed)
+    assert _node_ids(root, unchanged) == unchanged_before  # not indexed again
     assert index_repository(root).upgraded == {}  # once
