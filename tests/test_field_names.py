@@ -63,6 +63,11 @@ type Server struct {
 }
 '''
 
+USER_KT = '''package acme.model
+
+data class Account(val accountId: Long, val owner: String)
+'''
+
 READERS = {
     "src/legs.py": '''from settings import SearchSettings
 
@@ -123,6 +128,15 @@ int pool_full(const struct pool *p, size_t used) {
     return used >= p->capacity;
 }
 ''',
+    "src/main/kotlin/acme/Ledger.kt": '''package acme
+
+import acme.model.Account
+
+/** Looks accounts up by accountId, and tells whether two accounts share an accountId. */
+fun find(accounts: List<Account>, accountId: Long): Account? = accounts.firstOrNull { it.accountId == accountId }
+
+fun same(a: Account, b: Account): Boolean = a.accountId == b.accountId
+''',
     "web/serve.go": '''package web
 
 import (
@@ -157,7 +171,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from coderag import index_repository
 
     files = {"src/settings.py": SETTINGS_PY, "web/options.ts": OPTIONS_TS, "src/main/java/org/acme/RetryPolicy.java":
-             RETRY_JAVA, "src/pool.h": POOL_H, "web/server.go": SERVER_GO, **READERS}
+             RETRY_JAVA, "src/pool.h": POOL_H, "web/server.go": SERVER_GO,
+             "src/main/kotlin/acme/model/Account.kt": USER_KT, **READERS}
     root = write_files(tmp_path_factory.mktemp("fields") / "repo", files)
     assert index_repository(root, settings=Settings()).indexed == len(files)
     return root
@@ -171,6 +186,7 @@ FIELD_QUERIES = [
     ("maxAttempts", "src/main/java/org/acme/RetryPolicy.java", 5),  # type first: Java, C, C#
     ("free_list", "src/pool.h", 5),
     ("ReadTimeout", "web/server.go", 7),  # a Go struct's
+    ("accountId", "src/main/kotlin/acme/model/Account.kt", 3),  # a Kotlin property declared in the head
 ]
 
 

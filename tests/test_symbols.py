@@ -85,6 +85,15 @@ def test_symbols_assigns_at_top_level(text, name, expected) -> None:
     ("struct node {\n    unsigned flags : 3;\n};\n", "flags", True),
     ("typedef struct {\n  bufsize_t len;\n  bufsize_t alloc;\n} cmark_chunk;\n", "alloc", True),  # C: named after
     ("typedef union {\n  int depth;\n} cell;\n", "depth", True),
+    ("data class User(val id: Long, val name: String)\n", "name", True),  # Kotlin: a property in the head
+    ("data class User(\n    @Json(name = \"uid\") val userId: Long,\n    var tags: List<String> = listOf(),\n)\n",
+     "tags", True),
+    ("class Service(repo: Repo) {\n}\n", "repo", False),  # a constructor's parameter, not a property
+    ("class Handler(val onClick: (Int) -> Unit, val label: String)\n", "label", True),
+    ("public record Point(int x, Map<String, Integer> counts) {}\n", "counts", True),  # a record's component
+    ("class Foo(Base, metaclass=Meta):\n    pass\n", "Base", False),  # Python's bases
+    ("public class A {\n    @Inject private UserRepository users;\n}\n", "users", True),  # annotated
+    ("public class A\n{\n    [JsonProperty(\"x\")] public int Total { get; set; }\n}\n", "Total", True),
     ("type Server struct {\n\tAddr string `json:\"addr\"`\n\tHandler\n\ta, Timeout int\n}\n", "Addr", True),  # Go
     ("type Server struct {\n\tAddr string\n\thttp.Handler\n\ta, Timeout int\n}\n", "Timeout", True),
     ("type Server struct {\n\t// Port is where it listens\n\tPort int\n}\n", "where", False),

@@ -100,15 +100,52 @@ _CALLED = r"{name}[ \t]*\("
 _GO_FIELD = r"(?:\w+[ \t]*,[ \t]*)*{name}(?:[ \t]*,[ \t]*\w+)*(?:[ \t]+[^\s=:]|[ \t]*$)"
 
 
+# Annotations, decorators and attributes before a declaration on its line: Java's `@Inject private Foo foo;`,
+# TypeScript's `@Input() name: string;`, C#'s `[JsonProperty("x")] public int X { get; set; }`.
+_ANNOTATED = r"(?:@[\w.]+(?:\([^)\n]*\))?[ \t]+|\[[^\]\n]*\][ \t]*)*"
+# A property declared in a type's head, among its parameters: Kotlin's `class User(val id: Long)`, and every
+# component of a Java or C# record (`record Point(int x, int y)`), whose name is its last word.
+_HEAD_PROPERTY = r"(?:(?:@[\w.]+(?:\([^)]*\))?|private|protected|public|internal|override|open|final)\s+)*" \
+                 r"(?:val|var)\s+{name}\s*:"
+_RECORD_COMPONENT = r"(?:@[\w.]+(?:\([^)]*\))?\s+)*[\w.$<>?\[\], \t\n]*[\w>\]?]\s+{name}\s*(?:=.*)?"
+_OPEN_PARAMETERS = re.compile(r"[ \t]*(?:<[^()\n]*>)?[ \t]*\(")
+_MOST_HEAD_LINES = 40  # a head's parameter list longer than this is read no further
+
+
 @functools.lru_cache(maxsize=512)
-def _field_of(name: str) -> tuple[re.Pattern, re.Pattern, re.Pattern]:
+def _field_of(name: str) -> tuple[re.Pattern, re.Pattern, re.Pattern, re.Pattern, re.Pattern]:
     """The patterns of `name`'s declaration: in a type's body that opens with no brace (Python's), with a brace,
-    and in a Go struct's."""
+    in a Go struct's, among a head's parameters, and as a record's component."""
     name = re.escape(name)
     name_first = _NAME_FIRST.format(name=name)
-    in_braces = f"(?:{name_first})|(?:{_TYPE_FIRST.format(name=name)})|(?:{_CALLED.format(name=name)})"
-    return (re.compile(name_first), re.compile(in_braces),
-            re.compile(_GO_FIELD.format(name=name)))
+    in_braces = (f"{_ANNOTATED}(?:(?:{name_first})|(?:{_TYPE_FIRST.format(name=name)})"
+                 f"|(?:{_CALLED.format(name=name)}))")
+    return (re.compile(name_first), re.compile(in_braces), re.compile(_GO_FIELD.format(name=name)),
+            re.compile(_HEAD_PROPERTY.format(name=name)), re.compile(_RECORD_COMPONENT.format(name=name)))
+
+
+def _head_parameters(lines: list[str], i: int, start: int) -> list[str]:
+    """The parameters of the list that opens right after a type's name (line `i`, column `start`), across lines,
+    split at its own commas (not those inside `<...>`, `(...)`, `[...]`); [] where the head opens none."""
+    opened = _OPEN_PARAMETERS.match(lines[i], start)
+    if opened is None:
+        return []
+    text = "\n".join([lines[i][opened.end():], *lines[i + 1:i + _MOST_HEAD_LINES]])
+    params, depth, begin = [], 0, 0
+    for pos, ch in enumerate(text):
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}" or (ch == ">" and text[pos - 1:pos] != "-"):
+            if depth == 0:
+                if ch == ")":
+                    params.append(text[begin:pos])
+                    return [p.strip() for p in params if p.strip()]
+                return []  # unbalanced: not a parameter list
+            depth -= 1
+        elif ch == "," and depth == 0:
+            params.append(text[begin:pos])
+            begin = pos + 1
+    return []
 
 
 def declares_field(text: str, name: str) -> bool:
@@ -135,7 +172,10 @@ def declares_field(text: str, name: str) -> bool:
         head = _TYPE_HEAD.match(line)
         if head is None or (owner and head.group(3) != owner):
             continue
-        in_python, in_braces, in_go_struct = _field_of(field)
+        in_python, in_braces, in_go_struct, in_head, component = _field_of(field)
+        record = head.group(2) == "record"
+        if any(in_head.match(p) or (record and component.fullmatch(p)) for p in _head_parameters(lines, i, head.end())):
+            return True
         braces = "{" in line or next((ln.strip() for ln in lines[i + 1:] if ln.strip()), "").startswith("{")
         declares = (in_go_struct if head.group(2) == "type" and head.group(4)
                     else in_braces if braces else in_python).match
