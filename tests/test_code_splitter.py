@@ -374,8 +374,8 @@ fun String.shout(): String = uppercase()
         Def("Point", "class", "/** A point on a plane. */", "}", sig="data class Point(val x: Int, val y: Int) {"),
         Def("Point.norm", "method", "/** Distance from the origin, squared. */", "}", "Point", sig="fun norm(): Int {"),
         Def("Point.Companion", "class", "companion object {", "}", "Point", sig="companion object {"),
-        Def("Point.Companion.origin", "method", "fun origin(): Point = Point(0, 0)", "fun origin(): Point = Point(0, 0)",
-            "Point.Companion", sig="fun origin(): Point = Point(0, 0)"),
+        Def("Point.Companion.origin", "method", "fun origin(): Point = Point(0, 0)",
+            "fun origin(): Point = Point(0, 0)", "Point.Companion", sig="fun origin(): Point = Point(0, 0)"),
         Def("shout", "function", "fun String.shout(): String = uppercase()", "fun String.shout(): String = uppercase()",
             sig="fun String.shout(): String = uppercase()"),
     )),
@@ -406,7 +406,8 @@ protocol Shape {
         Def("Point.norm", "method", "/// Distance from the origin, squared.", "}", "Point", sig="func norm() -> Int {"),
         Def("Point.init", "method", "init(x: Int, y: Int) {", "}", "Point", sig="init(x: Int, y: Int) {"),
         Def("Shape", "interface", "protocol Shape {", "}", sig="protocol Shape {"),
-        Def("Shape.area", "method", "func area() -> Double", "func area() -> Double", "Shape", sig="func area() -> Double"),
+        Def("Shape.area", "method", "func area() -> Double", "func area() -> Double", "Shape",
+            sig="func area() -> Double"),
     )),
     "ruby": Case("lib/account.rb", '''\
 # A bank account.
