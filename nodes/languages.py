@@ -168,6 +168,15 @@ GRAMMARS: dict[str, Grammar] = {
                      "protocol_function_declaration": "method"},
         containers=frozenset({"class_declaration", "protocol_declaration"}),
     ),
+    "scala": Grammar(
+        definitions={"class_definition": "class", "object_definition": "class", "trait_definition": "trait",
+                     "enum_definition": "enum", "function_definition": "function",
+                     "function_declaration": "function"},
+        containers=frozenset({"class_definition", "object_definition", "trait_definition", "enum_definition"}),
+    ),
+    "lua": Grammar(
+        definitions={"function_declaration": "function"},  # `function M.add(a, b)` is named `M.add`
+    ),
     "ruby": Grammar(
         definitions={"method": "method", "singleton_method": "method", "class": "class", "module": "module"},
         containers=frozenset({"class", "module"}),

@@ -2,7 +2,8 @@
 without re-embedding (line token counts, the current payload format, files the current rules call
 secrets or data), but for source files that hold a token, embedded again masked, and files that an older
 coderag read or split otherwise (their line ends, a notebook's cells, a C header's `extern "C"` block, a C++
-header named `.h`, a Kotlin or Swift file), split again. Each step records in the index's meta table that it ran."""
+header named `.h`, a Kotlin, Swift, Scala or Lua file), split again. Each step records in the index's meta table
+that it ran."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ LONE_CR_NOTE = "files whose lines end in a CR alone (a classic Mac file) indexed
 NOTEBOOKS_NOTE = "notebooks indexed again as their cells"
 EXTERN_C_NOTE = 'C files indexed again with the definitions of their extern "C" block'
 CPP_HEADERS_NOTE = "C++ headers named .h indexed again as C++ (they were read as C)"
-OUTLINED_NOTE = "Kotlin and Swift files indexed again along their definitions"
-OUTLINED_SINCE = frozenset({"kotlin", "swift"})  # languages whose files were line windows before their grammar
+OUTLINED_NOTE = "Kotlin, Swift, Scala and Lua files indexed again along their definitions"
+OUTLINED_SINCE = frozenset({"kotlin", "swift", "scala", "lua"})  # files that were line windows before a grammar
 _EXTERN_C = b'extern "C"'
 _LONE_CR = re.compile(rb"\r(?!\n)")
 

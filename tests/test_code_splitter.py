@@ -409,6 +409,51 @@ protocol Shape {
         Def("Shape.area", "method", "func area() -> Double", "func area() -> Double", "Shape",
             sig="func area() -> Double"),
     )),
+    "scala": Case("src/main/scala/demo/Point.scala", '''\
+package demo
+
+/** A point on a plane. */
+case class Point(x: Int, y: Int) {
+  /** Distance from the origin, squared. */
+  def norm: Int = {
+    x * x + y * y
+  }
+}
+
+object Points {
+  def origin: Point = Point(0, 0)
+}
+
+trait Shape {
+  def area(): Double
+}
+''', (
+        Def("Point", "class", "/** A point on a plane. */", "}", sig="case class Point(x: Int, y: Int) {"),
+        Def("Point.norm", "method", "/** Distance from the origin, squared. */", "}", "Point", sig="def norm: Int = {"),
+        Def("Points", "class", "object Points {", "}", sig="object Points {"),
+        Def("Points.origin", "method", "def origin: Point = Point(0, 0)", "def origin: Point = Point(0, 0)", "Points",
+            sig="def origin: Point = Point(0, 0)"),
+        Def("Shape", "trait", "trait Shape {", "}", sig="trait Shape {"),
+        Def("Shape.area", "method", "def area(): Double", "def area(): Double", "Shape", sig="def area(): Double"),
+    )),
+    "lua": Case("lua/strings.lua", '''\
+-- Helpers for strings.
+local M = {}
+
+--- Joins two strings with a space.
+function M.join(a, b)
+  return a .. " " .. b
+end
+
+local function trim(s)
+  return (s:gsub("^%s+", ""))
+end
+
+return M
+''', (
+        Def("M.join", "function", "--- Joins two strings with a space.", "end", sig="function M.join(a, b)"),
+        Def("trim", "function", "local function trim(s)", "end", sig="local function trim(s)"),
+    )),
     "ruby": Case("lib/account.rb", '''\
 # A bank account.
 class Account
