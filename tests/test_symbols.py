@@ -94,6 +94,10 @@ def test_symbols_assigns_at_top_level(text, name, expected) -> None:
     ("class Foo(Base, metaclass=Meta):\n    pass\n", "Base", False),  # Python's bases
     ("public class A {\n    @Inject private UserRepository users;\n}\n", "users", True),  # annotated
     ("public class A\n{\n    [JsonProperty(\"x\")] public int Total { get; set; }\n}\n", "Total", True),
+    ("class Account\n  attr_reader :balance, :owner\nend\n", "owner", True),  # Ruby
+    ("class Account\n  attr_reader :balance_due\nend\n", "balance", False),
+    ("class Mailer {\n    private string $host;\n    public $port = 25;\n}\n", "port", True),  # PHP
+    ("class Mailer {\n    public function send() {\n        $host = 1;\n    }\n}\n", "host", False),
     ("type Server struct {\n\tAddr string `json:\"addr\"`\n\tHandler\n\ta, Timeout int\n}\n", "Addr", True),  # Go
     ("type Server struct {\n\tAddr string\n\thttp.Handler\n\ta, Timeout int\n}\n", "Timeout", True),
     ("type Server struct {\n\t// Port is where it listens\n\tPort int\n}\n", "where", False),

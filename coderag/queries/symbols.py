@@ -84,13 +84,16 @@ _TYPE_HEAD = re.compile(r"^([ \t]*)(?:[\w@()]+[ \t]+)*?(class|struct|interface|e
 _MODIFIERS = (r"(?:pub(?:\([^)\n]*\))?|public|private|protected|internal|readonly|static|final|declare|override|"
               r"abstract|const|var|let|val|lateinit|mut)")
 # A field declared by name first (Python, TypeScript and JavaScript, Rust, Kotlin, Swift, an enum's member):
-# `name: T = ...`, `name = ...`, `name?: T;`, `readonly name: T`, `pub name: T,`, `RED,`.
-_NAME_FIRST = r"(?:" + _MODIFIERS + r"[ \t]+)*{name}[?!]?[ \t]*(?::(?!:)|=(?![=>])|;|,|$)"
-# A field declared type first (Java, C#, C and C++): `private final Map<K, V> name;`, `int a, name = 0;`,
-# `char *name[8];`, `unsigned name : 3;`, a C# property `public int Name { get; set; }` or `Name => ...`. The
-# name is the last word before what ends a declaration, so a type's name (`String` of `String name;`) is not
-# its field. Read only in a body that opens with a brace: in Python's, a docstring's prose would look alike.
-_TYPE_FIRST = (r"[A-Za-z_](?:[\w.$<>?,\[\]&*]*[ \t]+)+\**{name}[ \t]*(?:\[[^\]\n]*\][ \t]*)*"
+# `name: T = ...`, `name = ...`, `name?: T;`, `readonly name: T`, `pub name: T,`, `RED,`; or by Ruby's
+# `attr_reader :balance, :name`.
+_NAME_FIRST = (r"(?:" + _MODIFIERS + r"[ \t]+)*{name}[?!]?[ \t]*(?::(?!:)|=(?![=>])|;|,|$)"
+               r"|attr_(?:reader|writer|accessor)[ \t]+(?::\w+[ \t]*,[ \t]*)*:{name}\b")
+# A field declared type first (Java, C#, C and C++, PHP): `private final Map<K, V> name;`, `int a, name = 0;`,
+# `char *name[8];`, `unsigned name : 3;`, a C# property `public int Name { get; set; }` or `Name => ...`, PHP's
+# `private string $name;`. The name is the last word before what ends a declaration, so a type's name (`String`
+# of `String name;`) is not its field. Read only in a body that opens with a brace: in Python's, a docstring's
+# prose would look alike.
+_TYPE_FIRST = (r"[A-Za-z_](?:[\w.$<>?,\[\]&*]*[ \t]+)+\**\$?{name}[ \t]*(?:\[[^\]\n]*\][ \t]*)*"
                r"(?:=(?![=])|;|,[^;\n]*;|:[ \t]*\d+[ \t]*;|\{{[ \t]*(?:get|set|init)\b)")
 # An enum's constant given arguments (Java's `GREEN(2),`); in a type's body such a line can only be that, a
 # method or a constructor, each a definition.
