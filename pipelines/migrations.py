@@ -23,7 +23,8 @@ from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
 from coderag.pipelines.changes import SKIPS_RECHECKED_KEY, ChangeSet
 from coderag.pipelines.fingerprint import fingerprint
 from coderag.nodes.languages import detect_language
-from coderag.pipelines.ingestion import FILE_CLASSES_KEY, READING, READING_KEY, Ingestion, Progress, sync
+from coderag.pipelines.ingestion import (FILE_CLASSES_KEY, READING, READING_KEY, READING_STEPS, Ingestion, Progress,
+                                        sync)
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STORE_FORMAT, STORE_FORMAT_KEY, FileRecord,
                                  IndexState)
 
@@ -38,6 +39,7 @@ CPP_HEADERS_NOTE = "C++ headers named .h indexed again as C++ (they were read as
 OUTLINED_NOTE = "Kotlin, Swift, Scala and Lua files indexed again along their definitions"
 OUTLINED_SINCE = frozenset({"kotlin", "swift", "scala", "lua"})  # files that were line windows before a grammar
 _EXTERN_C = b'extern "C"'
+_LINE_ENDS_STEP, _NOTEBOOKS_STEP, _EXTERN_C_STEP, _CPP_HEADERS_STEP, _OUTLINED_STEP = READING_STEPS
 _LONE_CR = re.compile(rb"\r(?!\n)")
 
 
@@ -152,31 +154,35 @@ def purge_reclassified(root: Path, settings: Settings, state: IndexState, progre
     return len(found), len(remask)
 
 
-def _read_otherwise(path: str, data: bytes) -> Optional[str]:
-    """Why the current reading splits a file's bytes otherwise than an older coderag did, as the note that
-    counts it; None where it splits them the same."""
-    if is_notebook(path):
+def _read_otherwise(path: str, data: bytes, lacking: set[str]) -> Optional[str]:
+    """Why a reading step the index lacks (`lacking`, of READING_STEPS) splits a file's bytes otherwise than the
+    index holds them, as the note that counts it; None where none does."""
+    language = detect_language(path)  # by its name
+    if _NOTEBOOKS_STEP in lacking and is_notebook(path):
         return NOTEBOOKS_NOTE  # one that a `!*.ipynb` brought in was indexed as its raw JSON
-    if b"\r" in data and _LONE_CR.search(data):
+    if _LINE_ENDS_STEP in lacking and b"\r" in data and _LONE_CR.search(data):
         return LONE_CR_NOTE  # each such line was one line: its answers gave wrong line numbers
-    if detect_language(path) in OUTLINED_SINCE:
+    if _OUTLINED_STEP in lacking and language in OUTLINED_SINCE:
         return OUTLINED_NOTE  # line windows, where its definitions are leaves now
-    if detect_language(path) == "c":  # by its name: a `.c` or `.h` file
-        if detect_language(path, data.decode("utf-8", "replace")) == "cpp":
+    if language == "c":  # a `.c` or `.h` file
+        if _CPP_HEADERS_STEP in lacking and detect_language(path, data.decode("utf-8", "replace")) == "cpp":
             return CPP_HEADERS_NOTE  # a C++ header read as C: its namespaces, classes and templates unnamed
-        if _EXTERN_C in data:
+        if _EXTERN_C_STEP in lacking and _EXTERN_C in data:
             return EXTERN_C_NOTE  # what the block defines was one unnamed window
     return None
 
 
 def resplit_read_otherwise(root: Path, settings: Settings, state: IndexState, progress: Optional[Progress] = None,
                            store: Any = None) -> dict[str, int]:
-    """Index again the files that the current reading splits otherwise (`_read_otherwise`). Once per index
-    (READING_KEY in the meta table): each indexed file's bytes are read once, no decoding; only the files found
-    are split and embedded again, not the whole index (as a new SPLITTER_VERSION would). Returns the files
-    indexed again, by description."""
-    if state.get_meta(READING_KEY) == READING:
+    """Index again the files that a reading step the index lacks splits otherwise (`_read_otherwise`). Once per
+    index and step (READING_KEY in the meta table lists the steps it was read with): each indexed file's bytes
+    are read once, and decoded only for a C file to be checked for C++; only the files found are split and
+    embedded again, not the whole index (as a new SPLITTER_VERSION would). Returns the files indexed again, by
+    description."""
+    done = state.get_meta(READING_KEY)
+    if done == READING:
         return {}
+    lacking = set(READING_STEPS) - set((done or "").split("; "))
     indexed = sorted(p for p, r in state.files().items() if r.status in SEARCHABLE)
     found: list[FileEntry] = []
     why: dict[str, int] = {}
@@ -190,7 +196,7 @@ def resplit_read_otherwise(root: Path, settings: Settings, state: IndexState, pr
                     data = fh.read(settings.chunking.max_file_bytes + 1)
             except OSError:
                 data = b""
-            note = _read_otherwise(path, data)
+            note = _read_otherwise(path, data, lacking)
             if note is not None:
                 found.append(FileEntry(path, str(p), st.st_size, st.st_mtime_ns))
                 why[note] = why.get(note, 0) + 1

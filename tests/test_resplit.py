@@ -145,15 +145,16 @@ KOTLIN = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: I
     ({"include/ui/widget.h": CPP_HEADER, "include/point.h": "struct point {\n    int x;\n    int y;\n};\n"},
      "include/ui/widget.h", "ui.Widget", "include/point.h", _headers_by_name,
      'lf, crlf, cr; notebook cells; C extern "C" blocks', CPP_HEADERS_NOTE),
-    ({"src/Point.kt": KOTLIN, "app/main.py": "def main():\n    return 0\n"},
-     "src/Point.kt", "Point.norm", "app/main.py", _no_kotlin,
+    # a step the index was read with is not done again: its `extern "C"` header stays as indexed
+    ({"src/Point.kt": KOTLIN, "include/pool.h": POOL_H},
+     "src/Point.kt", "Point.norm", "include/pool.h", _no_kotlin,
      'lf, crlf, cr; notebook cells; C extern "C" blocks; C++ headers named .h', OUTLINED_NOTE),
 ], ids=["extern-c", "cpp-header", "kotlin"])
 def test_an_upgrade_splits_again_the_files_an_older_reading_named_nothing_in(
         tmp_path: Path, files, changed, name, unchanged, patch, reading, note) -> None:
     """An index made by an older coderag holds a file it read otherwise without its definitions (a C header's
     `extern "C"` block unread, a C++ header read as C, a Kotlin file as line windows); its upgrade indexes that
-    file again, once, and leaves the file beside it alone."""
+    file again, once, and leaves the file beside it alone, even one that a step the index already had reads."""
     from coderag.pipelines.index_repository import index_repository
 
     root = write_files(tmp_path / "repo", files)
