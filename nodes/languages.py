@@ -76,6 +76,12 @@ class Grammar:
     transparent: frozenset[str] = frozenset()
     # JS/TS: `const f = () => {}` declares a function
     variable_declarations: frozenset[str] = frozenset()
+    # nodes that may give one value to a name: a statement that assigns, a member of an object literal. A function
+    # so named is defined there, named by its target (JS's `Router.prototype.route = function (path) {...}` is
+    # `Router.route`, Lua's `M.setup = function () end` is `M.setup`), and an object literal that holds functions
+    # is their container (`module.exports = { inspect () {...} }`): the ways most JavaScript before classes, and
+    # most Lua modules, define their functions
+    assignments: frozenset[str] = frozenset()
     # a grammar whose definitions have no `name` and `body` fields (Kotlin's): the first child of one of these
     # types is the name, and the first of these the body
     name_types: frozenset[str] = frozenset()
@@ -99,9 +105,11 @@ _JS_DEFS = {
 }
 _JS = Grammar(
     definitions=_JS_DEFS,
-    containers=frozenset({"class_declaration", "abstract_class_declaration", "class", "module", "internal_module"}),
+    containers=frozenset({"class_declaration", "abstract_class_declaration", "class", "module", "internal_module",
+                          "object"}),
     wrappers=frozenset({"export_statement"}),
     variable_declarations=frozenset({"lexical_declaration", "variable_declaration"}),
+    assignments=frozenset({"expression_statement", "pair"}),
 )
 
 GRAMMARS: dict[str, Grammar] = {
@@ -176,6 +184,9 @@ GRAMMARS: dict[str, Grammar] = {
     ),
     "lua": Grammar(
         definitions={"function_declaration": "function"},  # `function M.add(a, b)` is named `M.add`
+        containers=frozenset({"table_constructor"}),
+        # `local f = function () end` too, and a table's `setup = function () end`
+        assignments=frozenset({"assignment_statement", "variable_declaration", "field"}),
     ),
     "ruby": Grammar(
         definitions={"method": "method", "singleton_method": "method", "class": "class", "module": "module"},

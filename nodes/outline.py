@@ -11,12 +11,21 @@ from dataclasses import dataclass, field
 
 from coderag.nodes.languages import GRAMMARS, Grammar, is_comment_like
 
-CLASS_LIKE_KINDS = frozenset({"class", "impl", "trait", "interface", "struct", "module", "namespace", "enum"})
+CLASS_LIKE_KINDS = frozenset({"class", "impl", "trait", "interface", "struct", "module", "namespace", "enum",
+                              "object"})  # an object literal that holds functions (JS, a Lua table)
 # Kinds of definition that declare a shape and do nothing: a TypeScript interface or type alias, an enum, a C,
 # Go or Rust struct or type. One that holds a method (a C++ struct with member functions) does something.
 DECLARATION_KINDS = frozenset({"interface", "type", "enum", "struct"})
 _FUNCTION_VALUE_TYPES = {"arrow_function": "function", "function_expression": "function", "function": "function",
-                         "generator_function": "function", "class": "class"}
+                         "generator_function": "function", "class": "class",
+                         "function_definition": "function"}  # Lua's `function (a) ... end` as a value
+# What an assignment may define: a plain name or a member (`exports.parse`, `Foo.prototype.bar`, Lua's `M.setup`),
+# or an object literal's key, not a computed one (`handlers[kind]`) or a string.
+_ASSIGNMENT_TARGETS = frozenset({"identifier", "member_expression", "dot_index_expression", "property_identifier"})
+_OBJECT_TYPES = frozenset({"object", "table_constructor"})  # JS's `{ parse (s) {...} }`, Lua's `{ f = function () end }`
+# `this.` and `self.` name the enclosing definition, which the symbol's prefix already does; `prototype` is how
+# JavaScript before classes spells a method (`Router.prototype.route` is Router's method `route`).
+_TARGET_NOISE = re.compile(r"^(?:this|self)\.|\.prototype(?=\.)")
 
 
 @dataclass
@@ -131,13 +140,77 @@ def _as_definition(node, grammar: Grammar, src: bytes):
             value = decl.child_by_field_name("value")
             if decl.type != "variable_declarator" or value is None:
                 continue
+            while value is not None and value.type == "assignment_expression":  # `const p = module.exports = {}`
+                value = value.child_by_field_name("right")
+            if value is None:
+                continue
             name = decl.child_by_field_name("name")
-            name = _text(name, src) if name is not None else "<anonymous>"
-            if value.type in _FUNCTION_VALUE_TYPES:
-                return value, _FUNCTION_VALUE_TYPES[value.type], name, value.child_by_field_name("body")
-            wrapped = _wrapped_function(value)
-            if wrapped is not None:
-                return value, "function", name, wrapped.child_by_field_name("body")
+            found = _function_value(value, _text(name, src) if name is not None else "<anonymous>")
+            if found is not None:
+                return found
+    if t in grammar.assignments:
+        assigned = _assignment(node)
+        if assigned is not None and assigned[0].type in _ASSIGNMENT_TARGETS:
+            target, value = assigned
+            return _function_value(value, _TARGET_NOISE.sub("", _text(target, src)))
+    return None
+
+
+def _function_value(value, name: str):
+    """(value, kind, name, body) when `value` is a function or class, a call or `new` that wraps one, or an object
+    literal of functions (its own body: its members are its children)."""
+    if value.type in _FUNCTION_VALUE_TYPES:
+        return value, _FUNCTION_VALUE_TYPES[value.type], name, value.child_by_field_name("body")
+    if value.type in _OBJECT_TYPES and _holds_functions(value):
+        return value, "object", name, value
+    wrapped = _wrapped_function(value)
+    if wrapped is not None:
+        return value, "function", name, wrapped.child_by_field_name("body")
+    return None
+
+
+def _holds_functions(obj) -> bool:
+    """An object literal whose members are functions at least half of them: a module's or a prototype's methods
+    (`module.exports = { inspect () {...}, toJSON () {...} }`, a Lua module's table). One that is mostly data
+    with a hook or two (`{ keyword: "contains", type: "array", code (cxt) {...} }`) is a record, read as code."""
+    members = [m for m in obj.named_children if not is_comment_like(m.type)]
+    functions = sum(_is_function_member(m) for m in members)
+    return functions > 0 and 2 * functions >= len(members)
+
+
+def _is_function_member(member) -> bool:
+    """A method of an object literal (`parse (s) {...}`, `get header () {...}`), or a member whose value is a
+    function with a body (`parse: function (s) {...}`, Lua's `parse = function (s) ... end`); an arrow to one
+    expression (`message: ({params}) => str`...``) computes a value of the record."""
+    if member.type == "method_definition":
+        return True
+    value = member.child_by_field_name("value")
+    if value is None or _FUNCTION_VALUE_TYPES.get(value.type) != "function":
+        return False
+    body = value.child_by_field_name("body")
+    return value.type != "arrow_function" or (body is not None and body.type == "statement_block")
+
+
+def _assignment(node):
+    """(target, value) of a statement that assigns one value to one target, or None. JavaScript's statement
+    holds an `assignment_expression` (`exports = module.exports = f` assigns `module.exports`, the innermost);
+    Lua's `assignment_statement` (inside `local`'s `variable_declaration`) pairs a list of targets with one
+    of values; an object literal's member (JS's `pair`, Lua's `field`) gives its value to its key."""
+    if node.named_child_count == 1 and node.type in ("expression_statement", "variable_declaration"):
+        node = node.named_children[0]
+    if node.type in ("pair", "field"):
+        target = node.child_by_field_name("key") or node.child_by_field_name("name")
+        value = node.child_by_field_name("value")
+        return (target, value) if target is not None and value is not None else None
+    if node.type == "assignment_expression":
+        target, value = node.child_by_field_name("left"), node.child_by_field_name("right")
+        while value is not None and value.type == "assignment_expression":
+            target, value = value.child_by_field_name("left"), value.child_by_field_name("right")
+        return (target, value) if target is not None and value is not None else None
+    if node.type == "assignment_statement" and node.named_child_count == 2:
+        targets, values = node.named_children
+        if targets.named_child_count == 1 and values.named_child_count == 1:
+            return targets.named_children[0], values.named_children[0]
     return None
 
 
@@ -169,7 +242,7 @@ def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_k
         start, end = start_line(child), end_line(child)
         # Leading comments, attributes and decorators that sit on their own lines right above.
         j = idx - 1
-        while j >= 0 and is_comment_like(named[j].type) and end_line(named[j]) >= start - 1:
+        while j >= 0 and is_comment_like(named[j].type) and _leads(named[j], start, lines, src):
             row, col = named[j].start_point
             if lines[row][:col].strip():
                 break
@@ -190,6 +263,16 @@ def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_k
         children = _collect(body, grammar, src, lines, kind) if body is not None else []
         items.append(Item(start, end, kind, name, def_node.type in grammar.containers, children, head_end))
     return _drop_overlaps(items)
+
+
+def _leads(comment, start: int, lines: list[str], src: bytes) -> bool:
+    """True if `comment` belongs to what starts on line `start`: it ends on the line above, or it is a doc comment
+    (`/** ... */`, which documents the declaration after it) with only blank lines between, as Express and the
+    code of its kin write one."""
+    last = end_line(comment)
+    if last >= start - 1:
+        return True
+    return src.startswith(b"/**", comment.start_byte) and not any(lines[i].strip() for i in range(last, start - 1))
 
 
 def _hung_comments_start(host, start: int, lines: list[str]) -> int:

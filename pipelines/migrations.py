@@ -2,7 +2,8 @@
 without re-embedding (line token counts, the current payload format, files the current rules call
 secrets or data), but for source files that hold a token, embedded again masked, and files that an older
 coderag read or split otherwise (their line ends, a notebook's cells, a C header's `extern "C"` block, a C++
-header named `.h`, a Kotlin, Swift, Scala or Lua file), split again. Each step records in the index's meta table
+header named `.h`, a Kotlin, Swift, Scala or Lua file, a function assigned to a name, a doc comment a blank
+line above its definition), split again. Each step records in the index's meta table
 that it ran."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from coderag.nodes.safe_path import open_regular
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
 from coderag.pipelines.changes import SKIPS_RECHECKED_KEY, ChangeSet
 from coderag.pipelines.fingerprint import fingerprint
-from coderag.nodes.languages import detect_language
+from coderag.nodes.languages import GRAMMARS, detect_language
 from coderag.pipelines.ingestion import (FILE_CLASSES_KEY, READING, READING_KEY, READING_STEPS, Ingestion, Progress,
                                         sync)
 from coderag.store.state import (LINE_TOKENS_ENCODING, SEARCHABLE, STORE_FORMAT, STORE_FORMAT_KEY, FileRecord,
@@ -38,8 +39,15 @@ EXTERN_C_NOTE = 'C files indexed again with the definitions of their extern "C" 
 CPP_HEADERS_NOTE = "C++ headers named .h indexed again as C++ (they were read as C)"
 OUTLINED_NOTE = "Kotlin, Swift, Scala and Lua files indexed again along their definitions"
 OUTLINED_SINCE = frozenset({"kotlin", "swift", "scala", "lua"})  # files that were line windows before a grammar
+ASSIGNED_NOTE = "files indexed again with the functions assigned to names or held by object literals, and the doc " \
+                "comments a blank line above what they document, as definitions"
 _EXTERN_C = b'extern "C"'
-_LINE_ENDS_STEP, _NOTEBOOKS_STEP, _EXTERN_C_STEP, _CPP_HEADERS_STEP, _OUTLINED_STEP = READING_STEPS
+# What the assignment step reads otherwise (nodes/outline.py): every file of a language whose grammar reads
+# assignments (JavaScript, TypeScript, Lua: a function assigned to a name or held by an object literal may be
+# anywhere), and in other outlined languages a `/** ... */` comment with a blank line after it. A file split again
+# to the same chunks costs its reading and splitting; the embedding cache keeps its vectors.
+_DOC_COMMENT_APART = re.compile(rb"/\*\*(?:[^*]|\*+[^*/])*\*+/[ \t]*\r?\n[ \t]*\r?\n")
+_LINE_ENDS_STEP, _NOTEBOOKS_STEP, _EXTERN_C_STEP, _CPP_HEADERS_STEP, _OUTLINED_STEP, _ASSIGNED_STEP = READING_STEPS
 _LONE_CR = re.compile(rb"\r(?!\n)")
 
 
@@ -169,6 +177,10 @@ def _read_otherwise(path: str, data: bytes, lacking: set[str]) -> Optional[str]:
             return CPP_HEADERS_NOTE  # a C++ header read as C: its namespaces, classes and templates unnamed
         if _EXTERN_C_STEP in lacking and _EXTERN_C in data:
             return EXTERN_C_NOTE  # what the block defines was one unnamed window
+    grammar = GRAMMARS.get(language)
+    if _ASSIGNED_STEP in lacking and grammar is not None:
+        if grammar.assignments or _DOC_COMMENT_APART.search(data):
+            return ASSIGNED_NOTE  # such a function was code between definitions; such a comment a chunk alone
     return None
 
 

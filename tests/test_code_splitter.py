@@ -126,6 +126,26 @@ function checkout(cart) {
   return formatPrice(cart.total());
 }
 
+/**
+ * Empties the cart.
+ */
+
+Cart.prototype.clear = function clear() {
+  this.items = [];
+};
+
+exports.discount = (cart, rate) => cart.total() * rate;
+
+const formats = {
+  /** Cents as euros. */
+  euros(cents) {
+    return formatPrice(cents);
+  },
+  plain: function (cents) {
+    return String(cents);
+  },
+};
+
 module.exports = { Cart, checkout };
 ''', (
         Def("Cart", "class", "/**", "}", sig="class Cart {"),
@@ -133,6 +153,13 @@ module.exports = { Cart, checkout };
         Def("Cart.total", "method", "total() {", "}", "Cart"),
         Def("formatPrice", "function", "// Formats a price in euros.", "};", sig="const formatPrice = (cents) => {"),
         Def("checkout", "function", "function checkout(cart) {", "}", sig="function checkout(cart) {"),
+        Def("Cart.clear", "function", "/**", "};", sig="Cart.prototype.clear = function clear() {"),
+        Def("exports.discount", "function", "exports.discount = (cart, rate) => cart.total() * rate;",
+            "exports.discount = (cart, rate) => cart.total() * rate;",
+            sig="exports.discount = (cart, rate) => cart.total() * rate;"),
+        Def("formats", "object", "const formats = {", "};", sig="const formats = {"),
+        Def("formats.euros", "method", "/** Cents as euros. */", "},", "formats", sig="euros(cents) {"),
+        Def("formats.plain", "method", "plain: function (cents) {", "},", "formats", sig="plain: function (cents) {"),
     )),
     "typescript": Case("web/users.ts", '''\
 export interface User {
@@ -449,10 +476,30 @@ local function trim(s)
   return (s:gsub("^%s+", ""))
 end
 
+--- Splits a string at a separator.
+M.split = function(s, sep)
+  return vim.split(s, sep)
+end
+
+local upper = function(s)
+  return s:upper()
+end
+
+M.case = {
+  -- Title case.
+  title = function(s)
+    return (s:gsub("^%l", string.upper))
+  end,
+}
+
 return M
 ''', (
         Def("M.join", "function", "--- Joins two strings with a space.", "end", sig="function M.join(a, b)"),
         Def("trim", "function", "local function trim(s)", "end", sig="local function trim(s)"),
+        Def("M.split", "function", "--- Splits a string at a separator.", "end", sig="M.split = function(s, sep)"),
+        Def("upper", "function", "local upper = function(s)", "end", sig="local upper = function(s)"),
+        Def("M.case", "object", "M.case = {", "}", sig="M.case = {"),
+        Def("M.case.title", "method", "-- Title case.", "end,", "M.case", sig="title = function(s)"),
     )),
     "ruby": Case("lib/account.rb", '''\
 # A bank account.

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import CPP_HEADER, index_as_before, write_files
 
-from coderag.pipelines.migrations import CPP_HEADERS_NOTE, EXTERN_C_NOTE, OUTLINED_NOTE
+from coderag.pipelines.migrations import ASSIGNED_NOTE, CPP_HEADERS_NOTE, EXTERN_C_NOTE, OUTLINED_NOTE
 
 # Classic Mac line ends; written first with a space where each CR goes (the same size, one line), indexed, then
 # given its CRs with the same time: the index holds it as one line, as an older coderag made it.
@@ -135,6 +135,16 @@ def _no_kotlin(mp) -> None:
     mp.delitem(GRAMMARS, "kotlin")
 
 
+def _no_assignments(mp) -> None:
+    """The JavaScript grammar as an older coderag had it: a function assigned to a name was code between
+    definitions."""
+    from dataclasses import replace
+
+    from coderag.nodes.languages import GRAMMARS
+
+    mp.setitem(GRAMMARS, "javascript", replace(GRAMMARS["javascript"], assignments=frozenset()))
+
+
 KOTLIN = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: Int, val y: Int) {\n"
           "    fun norm(): Int = x * x + y * y\n}\n")
 
@@ -149,12 +159,19 @@ KOTLIN = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: I
     ({"src/Point.kt": KOTLIN, "include/pool.h": POOL_H},
      "src/Point.kt", "Point.norm", "include/pool.h", _no_kotlin,
      'lf, crlf, cr; notebook cells; C extern "C" blocks; C++ headers named .h', OUTLINED_NOTE),
-], ids=["extern-c", "cpp-header", "kotlin"])
+    ({"lib/app.js": "var app = exports = module.exports = {};\n\napp.route = function route(path) {\n"
+                    "  return this.router.route(path);\n};\n",
+      "tools/build.py": "def build(path):\n    return path\n"},
+     "lib/app.js", "app.route", "tools/build.py", _no_assignments,
+     "lf, crlf, cr; notebook cells; C extern \"C\" blocks; C++ headers named .h; Kotlin, Swift, Scala and Lua outlined",
+     ASSIGNED_NOTE),
+], ids=["extern-c", "cpp-header", "kotlin", "assigned-function"])
 def test_an_upgrade_splits_again_the_files_an_older_reading_named_nothing_in(
         tmp_path: Path, files, changed, name, unchanged, patch, reading, note) -> None:
     """An index made by an older coderag holds a file it read otherwise without its definitions (a C header's
-    `extern "C"` block unread, a C++ header read as C, a Kotlin file as line windows); its upgrade indexes that
-    file again, once, and leaves the file beside it alone, even one that a step the index already had reads."""
+    `extern "C"` block unread, a C++ header read as C, a Kotlin file as line windows, a JavaScript function
+    assigned to a name as code between definitions); its upgrade indexes that file again, once, and leaves the
+    file beside it alone, even one that a step the index already had reads."""
     from coderag.pipelines.index_repository import index_repository
 
     root = write_files(tmp_path / "repo", files)
