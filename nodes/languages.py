@@ -80,7 +80,8 @@ class Grammar:
     # so named is defined there, named by its target (JS's `Router.prototype.route = function (path) {...}` is
     # `Router.route`, Lua's `M.setup = function () end` is `M.setup`), and an object literal that holds functions
     # is their container (`module.exports = { inspect () {...} }`): the ways most JavaScript before classes, and
-    # most Lua modules, define their functions
+    # most Lua modules, define their functions; and a class field whose value is a function (React's
+    # `handleClick = (e) => {...}`) is a method
     assignments: frozenset[str] = frozenset()
     # a grammar whose definitions have no `name` and `body` fields (Kotlin's): the first child of one of these
     # types is the name, and the first of these the body
@@ -109,7 +110,7 @@ _JS = Grammar(
                           "object"}),
     wrappers=frozenset({"export_statement"}),
     variable_declarations=frozenset({"lexical_declaration", "variable_declaration"}),
-    assignments=frozenset({"expression_statement", "pair"}),
+    assignments=frozenset({"expression_statement", "pair", "public_field_definition", "field_definition"}),
 )
 
 GRAMMARS: dict[str, Grammar] = {

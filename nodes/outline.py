@@ -22,6 +22,9 @@ _FUNCTION_VALUE_TYPES = {"arrow_function": "function", "function_expression": "f
 # What an assignment may define: a plain name or a member (`exports.parse`, `Foo.prototype.bar`, Lua's `M.setup`),
 # or an object literal's key, not a computed one (`handlers[kind]`) or a string.
 _ASSIGNMENT_TARGETS = frozenset({"identifier", "member_expression", "dot_index_expression", "property_identifier"})
+# A member that gives its value to a name: an object literal's (JS's `pair`, Lua's `field`), a class field's
+# (TypeScript's `public_field_definition`, JavaScript's `field_definition`).
+_MEMBER_TYPES = frozenset({"pair", "field", "public_field_definition", "field_definition"})
 _OBJECT_TYPES = frozenset({"object", "table_constructor"})  # JS's `{ parse (s) {...} }`, Lua's `{ f = function () end }`
 # `this.` and `self.` name the enclosing definition, which the symbol's prefix already does; `prototype` is how
 # JavaScript before classes spells a method (`Router.prototype.route` is Router's method `route`).
@@ -195,11 +198,12 @@ def _assignment(node):
     """(target, value) of a statement that assigns one value to one target, or None. JavaScript's statement
     holds an `assignment_expression` (`exports = module.exports = f` assigns `module.exports`, the innermost);
     Lua's `assignment_statement` (inside `local`'s `variable_declaration`) pairs a list of targets with one
-    of values; an object literal's member (JS's `pair`, Lua's `field`) gives its value to its key."""
+    of values; an object literal's member (JS's `pair`, Lua's `field`) gives its value to its key, and a class
+    field (`handleClick = (e) => {...}`) to its name."""
     if node.named_child_count == 1 and node.type in ("expression_statement", "variable_declaration"):
         node = node.named_children[0]
-    if node.type in ("pair", "field"):
-        target = node.child_by_field_name("key") or node.child_by_field_name("name")
+    if node.type in _MEMBER_TYPES:
+        target = next(filter(None, map(node.child_by_field_name, ("key", "name", "property"))), None)
         value = node.child_by_field_name("value")
         return (target, value) if target is not None and value is not None else None
     if node.type == "assignment_expression":

@@ -179,6 +179,11 @@ export class UserCache {
   store(user: User): void {
     this.items.set(user.id, user);
   }
+
+  // Empties the cache when the session ends.
+  private onLogout = (reason: string): void => {
+    this.items.clear();
+  };
 }
 
 // Fetches a user record over HTTP.
@@ -191,6 +196,8 @@ export async function fetchUser(id: string): Promise<User> {
         Def("UserCache", "class", "/** Caches users by id. */", "}", sig="export class UserCache {"),
         Def("UserCache.lookup", "method", "@memoize()", "}", "UserCache", sig="lookup(id: string): User | undefined {"),
         Def("UserCache.store", "method", "store(user: User): void {", "}", "UserCache"),
+        Def("UserCache.onLogout", "method", "// Empties the cache when the session ends.", "};", "UserCache",
+            sig="private onLogout = (reason: string): void => {"),
         Def("fetchUser", "function", "// Fetches a user record over HTTP.", "}",
             sig="export async function fetchUser(id: string): Promise<User> {"),
     )),
