@@ -1,6 +1,7 @@
 """An index that an older coderag made reads some files otherwise than today (a CR alone did not end a line, a C
-header's `extern "C"` block was not read, a C++ header named `.h` was C, Kotlin had no grammar); its upgrade
-indexes those files again, and only them (pipelines/migrations.py resplit_read_otherwise)."""
+header's `extern "C"` block was not read, a C++ header named `.h` was C, Kotlin had no grammar, a function assigned
+to a name or a doc comment a blank line above its definition was code between definitions); its upgrade indexes
+those files again, and only them (pipelines/migrations.py resplit_read_otherwise)."""
 
 from __future__ import annotations
 
@@ -182,4 +183,59 @@ def test_an_upgrade_splits_again_the_files_an_older_reading_named_nothing_in(
     assert index_repository(root).upgraded == {note: 1}
     assert name in _names_in(root, changed)
     assert _node_ids(root, unchanged) == unchanged_before  # not indexed again
+    assert index_repository(root).upgraded == {}  # once
+
+
+# A Javadoc a blank line above its class, long enough to be a leaf of its own when it does not lead the class.
+POOL_JAVA = """package pool;
+
+/**
+ * A pool of reusable byte buffers, handed out by size class and returned when the caller is done with them, so
+ * that a server under load does not allocate a fresh buffer for every request it reads or every reply it writes.
+ */
+
+public class Pool {
+    private final int capacity;
+
+    public Pool(int capacity) {
+        this.capacity = capacity;
+    }
+
+    public byte[] take(int size) {
+        return new byte[Math.min(size, capacity)];
+    }
+}
+"""
+POINT_JAVA = "package pool;\n\n/** A point. */\npublic class Point {\n    int x;\n}\n"
+
+
+def _doc_comments_touch(mp) -> None:
+    """The outline as an older coderag had it: a comment leads a definition only from the line right above."""
+    from coderag.nodes import outline
+
+    mp.setattr(outline, "_leads", lambda comment, start, lines, src: outline.end_line(comment) >= start - 1)
+
+
+def test_an_upgrade_joins_a_doc_comment_a_blank_line_above_to_its_definition(tmp_path: Path) -> None:
+    """A Java file whose Javadoc stands a blank line above its class held the comment as a leaf apart; the upgrade
+    indexes it again, once, with the comment in the class's leaf, and leaves a file whose Javadoc touches its
+    class alone."""
+    from coderag import CodeIndex
+    from coderag.pipelines.index_repository import index_repository
+    from coderag.pipelines.ingestion import READING_STEPS
+
+    def class_leaf_start(root: Path) -> int:
+        with CodeIndex.open(root, create=False) as idx:
+            nodes = idx.docstore.get_nodes(idx.docstore.get_ref_doc_info("src/Pool.java").node_ids)
+        return min(n.metadata["start_line"] for n in nodes if n.metadata.get("is_leaf")
+                   and n.metadata.get("symbol", "").startswith("Pool"))
+
+    root = write_files(tmp_path / "repo", {"src/Pool.java": POOL_JAVA, "src/Point.java": POINT_JAVA})
+    index_as_before(root, _doc_comments_touch, "; ".join(READING_STEPS[:-1]))
+    assert class_leaf_start(root) == 8  # the control: the comment was not the class's
+    point_before = _node_ids(root, "src/Point.java")
+
+    assert index_repository(root).upgraded == {ASSIGNED_NOTE: 1}
+    assert class_leaf_start(root) == 4  # the comment's first words (a leaf starts past a bare "/**")
+    assert _node_ids(root, "src/Point.java") == point_before  # not indexed again
     assert index_repository(root).upgraded == {}  # once
