@@ -25,7 +25,8 @@ _ASSIGNMENT_TARGETS = frozenset({"identifier", "member_expression", "dot_index_e
 # A member that gives its value to a name: an object literal's (JS's `pair`, Lua's `field`), a class field's
 # (TypeScript's `public_field_definition`, JavaScript's `field_definition`).
 _MEMBER_TYPES = frozenset({"pair", "field", "public_field_definition", "field_definition"})
-_OBJECT_TYPES = frozenset({"object", "table_constructor"})  # JS's `{ parse (s) {...} }`, Lua's `{ f = function () end }`
+# An object literal: JS's `{ parse (s) {...} }`, Lua's `{ f = function () end }`.
+_OBJECT_TYPES = frozenset({"object", "table_constructor"})
 # `this.` and `self.` name the enclosing definition, which the symbol's prefix already does; `prototype` is how
 # JavaScript before classes spells a method (`Router.prototype.route` is Router's method `route`).
 _TARGET_NOISE = re.compile(r"^(?:this|self)\.|\.prototype(?=\.)")
