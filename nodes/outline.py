@@ -144,8 +144,7 @@ def _as_definition(node, grammar: Grammar, src: bytes):
             value = decl.child_by_field_name("value")
             if decl.type != "variable_declarator" or value is None:
                 continue
-            while value is not None and value.type == "assignment_expression":  # `const p = module.exports = {}`
-                value = value.child_by_field_name("right")
+            _, value = _innermost(None, value)  # `const proto = module.exports = {...}` holds the object
             if value is None:
                 continue
             name = decl.child_by_field_name("name")
@@ -208,9 +207,7 @@ def _assignment(node):
         value = node.child_by_field_name("value")
         return (target, value) if target is not None and value is not None else None
     if node.type == "assignment_expression":
-        target, value = node.child_by_field_name("left"), node.child_by_field_name("right")
-        while value is not None and value.type == "assignment_expression":
-            target, value = value.child_by_field_name("left"), value.child_by_field_name("right")
+        target, value = _innermost(node.child_by_field_name("left"), node.child_by_field_name("right"))
         return (target, value) if target is not None and value is not None else None
     if node.type == "assignment_statement" and node.named_child_count == 2:
         targets, values = node.named_children
@@ -268,6 +265,13 @@ def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_k
         children = _collect(body, grammar, src, lines, kind) if body is not None else []
         items.append(Item(start, end, kind, name, def_node.type in grammar.containers, children, head_end))
     return _drop_overlaps(items)
+
+
+def _innermost(target, value):
+    """The last (target, value) of a chained JavaScript assignment: `a = b = f` gives (b, f)."""
+    while value is not None and value.type == "assignment_expression":
+        target, value = value.child_by_field_name("left"), value.child_by_field_name("right")
+    return target, value
 
 
 def _leads(comment, start: int, lines: list[str], src: bytes) -> bool:
