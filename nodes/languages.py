@@ -83,6 +83,10 @@ class Grammar:
     # most Lua modules, define their functions; and a class field whose value is a function (React's
     # `handleClick = (e) => {...}`) is a method
     assignments: frozenset[str] = frozenset()
+    # targets of an assignment that name the module, not what it holds (CommonJS's `module.exports = class
+    # Application {...}`): a function or class assigned to one with a name of its own takes that name, as its
+    # code and readers call it; an anonymous one keeps the target's
+    export_slots: frozenset[str] = frozenset()
     # a grammar whose definitions have no `name` and `body` fields (Kotlin's): the first child of one of these
     # types is the name, and the first of these the body
     name_types: frozenset[str] = frozenset()
@@ -111,6 +115,7 @@ _JS = Grammar(
     wrappers=frozenset({"export_statement"}),
     variable_declarations=frozenset({"lexical_declaration", "variable_declaration"}),
     assignments=frozenset({"expression_statement", "pair", "public_field_definition", "field_definition"}),
+    export_slots=frozenset({"module.exports", "exports"}),
 )
 
 GRAMMARS: dict[str, Grammar] = {

@@ -155,7 +155,9 @@ def _as_definition(node, grammar: Grammar, src: bytes):
         assigned = _assignment(node)
         if assigned is not None and assigned[0].type in _ASSIGNMENT_TARGETS:
             target, value = assigned
-            return _function_value(value, _TARGET_NOISE.sub("", _text(target, src)))
+            name = _TARGET_NOISE.sub("", _text(target, src))
+            own = value.child_by_field_name("name") if name in grammar.export_slots else None
+            return _function_value(value, _text(own, src) if own is not None else name)
     return None
 
 
@@ -272,6 +274,11 @@ def _innermost(target, value):
     while value is not None and value.type == "assignment_expression":
         target, value = value.child_by_field_name("left"), value.child_by_field_name("right")
     return target, value
+
+
+# The bytes of a file in which `_leads` may join a doc comment to what it documents across blank lines: a
+# `/** ... */` with a blank line after it (pipelines/migrations.py splits such a file again for an older index).
+DOC_COMMENT_APART = re.compile(rb"/\*\*(?:[^*]|\*+[^*/])*\*+/[ \t]*\r?\n[ \t]*\r?\n")
 
 
 def _leads(comment, start: int, lines: list[str], src: bytes) -> bool:

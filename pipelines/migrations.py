@@ -19,6 +19,7 @@ from coderag.nodes.file_classes import RULES_VERSION as FILE_CLASSES_VERSION
 from coderag.nodes.ignore import IgnoreMatcher
 from coderag.nodes.file_text import MASKED_NOTE
 from coderag.nodes.notebook import is_notebook
+from coderag.nodes.outline import DOC_COMMENT_APART
 from coderag.nodes.safe_path import open_regular
 from coderag.nodes.scan import FileEntry, SkipLog, read_text_file
 from coderag.pipelines.changes import SKIPS_RECHECKED_KEY, ChangeSet
@@ -41,13 +42,13 @@ OUTLINED_NOTE = "Kotlin, Swift, Scala and Lua files indexed again along their de
 OUTLINED_SINCE = frozenset({"kotlin", "swift", "scala", "lua"})  # files that were line windows before a grammar
 ASSIGNED_NOTE = "files indexed again with the functions assigned to names or held by object literals, and the doc " \
                 "comments a blank line above what they document, as definitions"
+EXPORTS_NOTE = "files indexed again with a named function or class that CommonJS exports under its own name"
 _EXTERN_C = b'extern "C"'
-# What the assignment step reads otherwise (nodes/outline.py): every file of a language whose grammar reads
-# assignments (JavaScript, TypeScript, Lua: a function assigned to a name or held by an object literal may be
-# anywhere), and in other outlined languages a `/** ... */` comment with a blank line after it. A file split again
-# to the same chunks costs its reading and splitting; the embedding cache keeps its vectors.
-_DOC_COMMENT_APART = re.compile(rb"/\*\*(?:[^*]|\*+[^*/])*\*+/[ \t]*\r?\n[ \t]*\r?\n")
-_LINE_ENDS_STEP, _NOTEBOOKS_STEP, _EXTERN_C_STEP, _CPP_HEADERS_STEP, _OUTLINED_STEP, _ASSIGNED_STEP = READING_STEPS
+# What the exports step reads otherwise: a named function or class assigned to `exports` or `module.exports`
+# (nodes/languages.py export_slots), which took the slot's name.
+_EXPORTED_DEFINITION = re.compile(rb"\bexports[ \t]*=[ \t]*(?:async[ \t]+)?(?:function\b[ \t*]*|class[ \t]+)[\w$]")
+(_LINE_ENDS_STEP, _NOTEBOOKS_STEP, _EXTERN_C_STEP, _CPP_HEADERS_STEP, _OUTLINED_STEP, _ASSIGNED_STEP,
+ _EXPORTS_STEP) = READING_STEPS
 _LONE_CR = re.compile(rb"\r(?!\n)")
 
 
@@ -178,9 +179,15 @@ def _read_otherwise(path: str, data: bytes, lacking: set[str]) -> Optional[str]:
         if _EXTERN_C_STEP in lacking and _EXTERN_C in data:
             return EXTERN_C_NOTE  # what the block defines was one unnamed window
     grammar = GRAMMARS.get(language)
+    # The assignment step reads otherwise every file of a language whose grammar reads assignments (JavaScript,
+    # TypeScript, Lua: a function assigned to a name or held by an object literal may be anywhere), and in other
+    # outlined languages a doc comment a blank line above what it documents. A file split again to the same
+    # chunks costs its reading and splitting; the embedding cache keeps its vectors.
     if _ASSIGNED_STEP in lacking and grammar is not None:
-        if grammar.assignments or _DOC_COMMENT_APART.search(data):
+        if grammar.assignments or DOC_COMMENT_APART.search(data):
             return ASSIGNED_NOTE  # such a function was code between definitions; such a comment a chunk alone
+    if _EXPORTS_STEP in lacking and grammar is not None and grammar.export_slots and _EXPORTED_DEFINITION.search(data):
+        return EXPORTS_NOTE  # `module.exports = class Application` was "module.exports", its methods under it
     return None
 
 

@@ -146,7 +146,9 @@ const formats = {
   },
 };
 
-module.exports = { Cart, checkout };
+module.exports = function createCart(items) {
+  return new Cart(items);
+};
 ''', (
         Def("Cart", "class", "/**", "}", sig="class Cart {"),
         Def("Cart.add", "method", "/** Adds an item. */", "}", "Cart", sig="add(item) {"),
@@ -160,6 +162,8 @@ module.exports = { Cart, checkout };
         Def("formats", "object", "const formats = {", "};", sig="const formats = {"),
         Def("formats.euros", "method", "/** Cents as euros. */", "},", "formats", sig="euros(cents) {"),
         Def("formats.plain", "method", "plain: function (cents) {", "},", "formats", sig="plain: function (cents) {"),
+        Def("createCart", "function", "module.exports = function createCart(items) {", "};",
+            sig="module.exports = function createCart(items) {"),
     )),
     "typescript": Case("web/users.ts", '''\
 export interface User {

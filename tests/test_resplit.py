@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import CPP_HEADER, index_as_before, write_files
 
-from coderag.pipelines.migrations import ASSIGNED_NOTE, CPP_HEADERS_NOTE, EXTERN_C_NOTE, OUTLINED_NOTE
+from coderag.pipelines.migrations import ASSIGNED_NOTE, CPP_HEADERS_NOTE, EXPORTS_NOTE, EXTERN_C_NOTE, OUTLINED_NOTE
 
 # Classic Mac line ends; written first with a space where each CR goes (the same size, one line), indexed, then
 # given its CRs with the same time: the index holds it as one line, as an older coderag made it.
@@ -146,6 +146,16 @@ def _no_assignments(mp) -> None:
     mp.setitem(GRAMMARS, "javascript", replace(GRAMMARS["javascript"], assignments=frozenset()))
 
 
+def _exports_by_slot(mp) -> None:
+    """The JavaScript grammar as an older coderag had it: a class or function that CommonJS exports took the
+    name of its slot (`module.exports`)."""
+    from dataclasses import replace
+
+    from coderag.nodes.languages import GRAMMARS
+
+    mp.setitem(GRAMMARS, "javascript", replace(GRAMMARS["javascript"], export_slots=frozenset()))
+
+
 KOTLIN = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: Int, val y: Int) {\n"
           "    fun norm(): Int = x * x + y * y\n}\n")
 
@@ -166,13 +176,19 @@ KOTLIN = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: I
      "lib/app.js", "app.route", "tools/build.py", _no_assignments,
      "lf, crlf, cr; notebook cells; C extern \"C\" blocks; C++ headers named .h; Kotlin, Swift, Scala and Lua outlined",
      ASSIGNED_NOTE),
-], ids=["extern-c", "cpp-header", "kotlin", "assigned-function"])
+    ({"lib/application.js": "module.exports = class Application {\n  listen(port) {\n    return port;\n  }\n};\n",
+      "lib/context.js": "module.exports = {\n  inspect() {\n    return this;\n  },\n};\n"},
+     "lib/application.js", "Application.listen", "lib/context.js", _exports_by_slot,
+     "lf, crlf, cr; notebook cells; C extern \"C\" blocks; C++ headers named .h; Kotlin, Swift, Scala and Lua "
+     "outlined; functions assigned, and held by fields, doc comments apart", EXPORTS_NOTE),
+], ids=["extern-c", "cpp-header", "kotlin", "assigned-function", "commonjs-export"])
 def test_an_upgrade_splits_again_the_files_an_older_reading_named_nothing_in(
         tmp_path: Path, files, changed, name, unchanged, patch, reading, note) -> None:
     """An index made by an older coderag holds a file it read otherwise without its definitions (a C header's
     `extern "C"` block unread, a C++ header read as C, a Kotlin file as line windows, a JavaScript function
-    assigned to a name as code between definitions); its upgrade indexes that file again, once, and leaves the
-    file beside it alone, even one that a step the index already had reads."""
+    assigned to a name as code between definitions, a class that CommonJS exports named `module.exports`); its
+    upgrade indexes that file again, once, and leaves the file beside it alone, even one that a step the index
+    already had reads."""
     from coderag.pipelines.index_repository import index_repository
 
     root = write_files(tmp_path / "repo", files)
@@ -231,7 +247,7 @@ def test_an_upgrade_joins_a_doc_comment_a_blank_line_above_to_its_definition(tmp
                    and n.metadata.get("symbol", "").startswith("Pool"))
 
     root = write_files(tmp_path / "repo", {"src/Pool.java": POOL_JAVA, "src/Point.java": POINT_JAVA})
-    index_as_before(root, _doc_comments_touch, "; ".join(READING_STEPS[:-1]))
+    index_as_before(root, _doc_comments_touch, "; ".join(s for s in READING_STEPS if "doc comments apart" not in s))
     assert class_leaf_start(root) == 8  # the control: the comment was not the class's
     point_before = _node_ids(root, "src/Point.java")
 
