@@ -220,14 +220,27 @@ def _assignment(node):
 
 def _wrapped_function(value):
     """The function a call or `new` wraps, as in `const $ZodObject = core.$constructor("$ZodObject", (inst, def)
-    => {...})`, `const Button = forwardRef((props, ref) => ...)` or `const EMPTY = new Observable((s) => ...)`:
-    the constant is defined by that function's body (its longest function argument), or None."""
+    => {...})`, `const Button = forwardRef((props, ref) => ...)` or `const EMPTY = new Observable((s) => ...)`,
+    or the function it calls in place (`const ajax = (() => {... return create; })()`, the module pattern of
+    JavaScript before modules): the constant is defined by that function's body (the called one, else the longest
+    function argument), or None."""
     if value.type not in ("call_expression", "new_expression"):
         return None
+    called = _called_in_place(value)
+    if called is not None:
+        return called
     args = value.child_by_field_name("arguments")
     funcs = [a for a in (args.named_children if args is not None else [])
              if _FUNCTION_VALUE_TYPES.get(a.type) == "function"]
     return max(funcs, key=lambda f: f.end_point[0] - f.start_point[0], default=None)
+
+
+def _called_in_place(call):
+    """The function that `call` calls where it is written (`(() => {...})()`, `(function () {...})()`), or None."""
+    callee = call.child_by_field_name("function")
+    while callee is not None and callee.type == "parenthesized_expression" and callee.named_child_count == 1:
+        callee = callee.named_children[0]
+    return callee if callee is not None and _FUNCTION_VALUE_TYPES.get(callee.type) == "function" else None
 
 
 def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_kind: str | None) -> list[Item]:

@@ -42,13 +42,17 @@ OUTLINED_NOTE = "Kotlin, Swift, Scala and Lua files indexed again along their de
 OUTLINED_SINCE = frozenset({"kotlin", "swift", "scala", "lua"})  # files that were line windows before a grammar
 ASSIGNED_NOTE = "files indexed again with the functions assigned to names or held by object literals, and the doc " \
                 "comments a blank line above what they document, as definitions"
-EXPORTS_NOTE = "files indexed again with a named function or class that CommonJS exports under its own name"
+NAMED_VALUES_NOTE = "files indexed again with a named function or class that CommonJS exports under its own name, " \
+                    "and a constant that a function called in place makes as a definition"
 _EXTERN_C = b'extern "C"'
-# What the exports step reads otherwise: a named function or class assigned to `exports` or `module.exports`
-# (nodes/languages.py export_slots), which took the slot's name.
-_EXPORTED_DEFINITION = re.compile(rb"\bexports[ \t]*=[ \t]*(?:async[ \t]+)?(?:function\b[ \t*]*|class[ \t]+)[\w$]")
+# What the step of named values reads otherwise (nodes/outline.py): a named function or class assigned to `exports`
+# or `module.exports` (nodes/languages.py export_slots), which took the slot's name; a value that calls a function in
+# place, `= (() => {` or `= (function () {`, which was code between definitions. Both patterns match more than that
+# (a parenthesised sum): such a file is split again to the same chunks, and the embedding cache keeps its vectors.
+_NAMED_VALUE = re.compile(rb"\bexports[ \t]*=[ \t]*(?:async[ \t]+)?(?:function\b[ \t*]*|class[ \t]+)[\w$]"
+                          rb"|=[ \t]*\([ \t]*(?:async\b[ \t]*)?(?:function\b|\(|[\w$]+[ \t]*=>)")
 (_LINE_ENDS_STEP, _NOTEBOOKS_STEP, _EXTERN_C_STEP, _CPP_HEADERS_STEP, _OUTLINED_STEP, _ASSIGNED_STEP,
- _EXPORTS_STEP) = READING_STEPS
+ _NAMED_VALUES_STEP) = READING_STEPS
 _LONE_CR = re.compile(rb"\r(?!\n)")
 
 
@@ -186,8 +190,8 @@ def _read_otherwise(path: str, data: bytes, lacking: set[str]) -> Optional[str]:
     if _ASSIGNED_STEP in lacking and grammar is not None:
         if grammar.assignments or DOC_COMMENT_APART.search(data):
             return ASSIGNED_NOTE  # such a function was code between definitions; such a comment a chunk alone
-    if _EXPORTS_STEP in lacking and grammar is not None and grammar.export_slots and _EXPORTED_DEFINITION.search(data):
-        return EXPORTS_NOTE  # `module.exports = class Application` was "module.exports", its methods under it
+    if _NAMED_VALUES_STEP in lacking and grammar is not None and grammar.export_slots and _NAMED_VALUE.search(data):
+        return NAMED_VALUES_NOTE  # `module.exports = class Application` was "module.exports", its methods under it
     return None
 
 

@@ -146,6 +146,12 @@ const formats = {
   },
 };
 
+/** Price formats, made once. */
+const currency = (function () {
+  const symbol = "EUR";
+  return { symbol };
+})();
+
 module.exports = function createCart(items) {
   return new Cart(items);
 };
@@ -162,6 +168,7 @@ module.exports = function createCart(items) {
         Def("formats", "object", "const formats = {", "};", sig="const formats = {"),
         Def("formats.euros", "method", "/** Cents as euros. */", "},", "formats", sig="euros(cents) {"),
         Def("formats.plain", "method", "plain: function (cents) {", "},", "formats", sig="plain: function (cents) {"),
+        Def("currency", "function", "/** Price formats, made once. */", "})();", sig="const currency = (function () {"),
         Def("createCart", "function", "module.exports = function createCart(items) {", "};",
             sig="module.exports = function createCart(items) {"),
     )),

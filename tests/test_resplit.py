@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import CPP_HEADER, index_as_before, write_files
 
-from coderag.pipelines.migrations import ASSIGNED_NOTE, CPP_HEADERS_NOTE, EXPORTS_NOTE, EXTERN_C_NOTE, OUTLINED_NOTE
+from coderag.pipelines.migrations import (ASSIGNED_NOTE, CPP_HEADERS_NOTE, EXTERN_C_NOTE, NAMED_VALUES_NOTE,
+                                          OUTLINED_NOTE)
 
 # Classic Mac line ends; written first with a space where each CR goes (the same size, one line), indexed, then
 # given its CRs with the same time: the index holds it as one line, as an older coderag made it.
@@ -156,6 +157,13 @@ def _exports_by_slot(mp) -> None:
     mp.setitem(GRAMMARS, "javascript", replace(GRAMMARS["javascript"], export_slots=frozenset()))
 
 
+def _no_calls_in_place(mp) -> None:
+    """The outline as an older coderag read it: a constant made by a function called in place was code."""
+    from coderag.nodes import outline
+
+    mp.setattr(outline, "_called_in_place", lambda call: None)
+
+
 KOTLIN = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: Int, val y: Int) {\n"
           "    fun norm(): Int = x * x + y * y\n}\n")
 
@@ -180,13 +188,20 @@ KOTLIN = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: I
       "lib/context.js": "module.exports = {\n  inspect() {\n    return this;\n  },\n};\n"},
      "lib/application.js", "Application.listen", "lib/context.js", _exports_by_slot,
      "lf, crlf, cr; notebook cells; C extern \"C\" blocks; C++ headers named .h; Kotlin, Swift, Scala and Lua "
-     "outlined; functions assigned, and held by fields, doc comments apart", EXPORTS_NOTE),
-], ids=["extern-c", "cpp-header", "kotlin", "assigned-function", "commonjs-export"])
+     "outlined; functions assigned, and held by fields, doc comments apart", NAMED_VALUES_NOTE),
+    ({"lib/ajax.js": "/** Requests, with a verb for each method. */\nconst ajax = (() => {\n"
+                     "  const create = (url) => fetch(url);\n  create.get = (url) => create(url);\n  return create;\n"
+                     "})();\n",
+      "lib/sum.js": "const total = (a + b) * 2;\n"},
+     "lib/ajax.js", "ajax", "lib/sum.js", _no_calls_in_place,
+     "lf, crlf, cr; notebook cells; C extern \"C\" blocks; C++ headers named .h; Kotlin, Swift, Scala and Lua "
+     "outlined; functions assigned, and held by fields, doc comments apart", NAMED_VALUES_NOTE),
+], ids=["extern-c", "cpp-header", "kotlin", "assigned-function", "commonjs-export", "called-in-place"])
 def test_an_upgrade_splits_again_the_files_an_older_reading_named_nothing_in(
         tmp_path: Path, files, changed, name, unchanged, patch, reading, note) -> None:
     """An index made by an older coderag holds a file it read otherwise without its definitions (a C header's
     `extern "C"` block unread, a C++ header read as C, a Kotlin file as line windows, a JavaScript function
-    assigned to a name as code between definitions, a class that CommonJS exports named `module.exports`); its
+    assigned to a name as code between definitions, a class that CommonJS exports named `module.exports`, a function called in place as code); its
     upgrade indexes that file again, once, and leaves the file beside it alone, even one that a step the index
     already had reads."""
     from coderag.pipelines.index_repository import index_repository
