@@ -243,12 +243,37 @@ def _called_in_place(call):
     return callee if callee is not None and _FUNCTION_VALUE_TYPES.get(callee.type) == "function" else None
 
 
+def _bodies_called_in_place(statement) -> list:
+    """The bodies of the functions a statement calls where it is written, which hold a file's code: a browser
+    script's `(function () { ... })();` and `!function () { ... }();`, and both functions of a UMD wrapper,
+    `(function (root, factory) { ... })(this, function (_) { ... })`. Empty for any other statement (a test's
+    `describe("...", function () {...})` calls a name)."""
+    if statement.type != "expression_statement" or statement.named_child_count != 1:
+        return []
+    expr = statement.named_children[0]
+    while expr.type in ("parenthesized_expression", "unary_expression") and expr.named_child_count == 1:
+        expr = expr.named_children[0]
+    called = _called_in_place(expr) if expr.type == "call_expression" else None
+    if called is None:
+        return []
+    args = expr.child_by_field_name("arguments")
+    functions = [called] + [a for a in (args.named_children if args is not None else [])
+                            if _FUNCTION_VALUE_TYPES.get(a.type) == "function"]
+    bodies = (f.child_by_field_name("body") for f in functions)
+    return [body for body in bodies if body is not None and body.type == "statement_block"]
+
+
 def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_kind: str | None) -> list[Item]:
     named = parent.named_children
     items: list[Item] = []
     for idx, child in enumerate(named):
         if child.type in grammar.transparent:
             items.extend(_collect(child, grammar, src, lines, enclosing_kind))
+            continue
+        bodies = _bodies_called_in_place(child) if enclosing_kind is None and child.type in grammar.assignments else []
+        if bodies:  # read through, as if the file's top level
+            for body in bodies:
+                items.extend(_collect(body, grammar, src, lines, None))
             continue
         found = _as_definition(child, grammar, src)
         if found is None:

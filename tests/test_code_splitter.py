@@ -146,6 +146,13 @@ const formats = {
   },
 };
 
+(function () {
+  // Registers the cart with the page.
+  function register(cart) {
+    return cart;
+  }
+})();
+
 /** Price formats, made once. */
 const currency = (function () {
   const symbol = "EUR";
@@ -168,6 +175,7 @@ module.exports = function createCart(items) {
         Def("formats", "object", "const formats = {", "};", sig="const formats = {"),
         Def("formats.euros", "method", "/** Cents as euros. */", "},", "formats", sig="euros(cents) {"),
         Def("formats.plain", "method", "plain: function (cents) {", "},", "formats", sig="plain: function (cents) {"),
+        Def("register", "function", "// Registers the cart with the page.", "}", sig="function register(cart) {"),
         Def("currency", "function", "/** Price formats, made once. */", "})();", sig="const currency = (function () {"),
         Def("createCart", "function", "module.exports = function createCart(items) {", "};",
             sig="module.exports = function createCart(items) {"),

@@ -196,14 +196,20 @@ KOTLIN = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: I
      "lib/ajax.js", "ajax", "lib/sum.js", _no_calls_in_place,
      "lf, crlf, cr; notebook cells; C extern \"C\" blocks; C++ headers named .h; Kotlin, Swift, Scala and Lua "
      "outlined; functions assigned, and held by fields, doc comments apart", NAMED_VALUES_NOTE),
-], ids=["extern-c", "cpp-header", "kotlin", "assigned-function", "commonjs-export", "called-in-place"])
+    ({"lib/umd.js": "(function (root, factory) {\n  root.lib = factory();\n})(this, function () {\n"
+                    "  function parse(s) {\n    return s;\n  }\n  return { parse };\n});\n",
+      "lib/sum.js": "const total = (a + b) * 2;\n"},
+     "lib/umd.js", "parse", "lib/sum.js", _no_calls_in_place,
+     "lf, crlf, cr; notebook cells; C extern \"C\" blocks; C++ headers named .h; Kotlin, Swift, Scala and Lua "
+     "outlined; functions assigned, and held by fields, doc comments apart", NAMED_VALUES_NOTE),
+], ids=["extern-c", "cpp-header", "kotlin", "assigned-function", "commonjs-export", "called-in-place", "umd"])
 def test_an_upgrade_splits_again_the_files_an_older_reading_named_nothing_in(
         tmp_path: Path, files, changed, name, unchanged, patch, reading, note) -> None:
     """An index made by an older coderag holds a file it read otherwise without its definitions (a C header's
     `extern "C"` block unread, a C++ header read as C, a Kotlin file as line windows, a JavaScript function
-    assigned to a name as code between definitions, a class that CommonJS exports named `module.exports`, a function called in place as code); its
-    upgrade indexes that file again, once, and leaves the file beside it alone, even one that a step the index
-    already had reads."""
+    assigned to a name as code between definitions, a class that CommonJS exports named `module.exports`, a
+    function called in place, and what it holds, as code); its upgrade indexes that file again, once, and leaves
+    the file beside it alone, even one that a step the index already had reads."""
     from coderag.pipelines.index_repository import index_repository
 
     root = write_files(tmp_path / "repo", files)
