@@ -28,8 +28,9 @@ _MEMBER_TYPES = frozenset({"pair", "field", "public_field_definition", "field_de
 # An object literal: JS's `{ parse (s) {...} }`, Lua's `{ f = function () end }`.
 _OBJECT_TYPES = frozenset({"object", "table_constructor"})
 # `this.` and `self.` name the enclosing definition, which the symbol's prefix already does; `prototype` is how
-# JavaScript before classes spells a method (`Router.prototype.route` is Router's method `route`).
-_TARGET_NOISE = re.compile(r"^(?:this|self)\.|\.prototype(?=\.)")
+# JavaScript before classes spells a method (`Router.prototype.route` is Router's method `route`, and the object of
+# `Router.prototype = {...}` holds Router's methods).
+_TARGET_NOISE = re.compile(r"^(?:this|self)\.|\.prototype(?=\.|$)")
 
 
 @dataclass
@@ -200,8 +201,9 @@ def _assignment(node):
     """(target, value) of a statement that assigns one value to one target, or None. JavaScript's statement
     holds an `assignment_expression` (`exports = module.exports = f` assigns `module.exports`, the innermost);
     Lua's `assignment_statement` (inside `local`'s `variable_declaration`) pairs a list of targets with one
-    of values; an object literal's member (JS's `pair`, Lua's `field`) gives its value to its key, and a class
-    field (`handleClick = (e) => {...}`) to its name."""
+    of values; an object literal's member (JS's `pair`, Lua's `field`) gives its value to its key, a class
+    field (`handleClick = (e) => {...}`) to its name, and a call that extends a prototype its object literal to
+    the prototype (`_prototype_extension`)."""
     if node.named_child_count == 1 and node.type in ("expression_statement", "variable_declaration"):
         node = node.named_children[0]
     if node.type in _MEMBER_TYPES:
@@ -211,11 +213,30 @@ def _assignment(node):
     if node.type == "assignment_expression":
         target, value = _innermost(node.child_by_field_name("left"), node.child_by_field_name("right"))
         return (target, value) if target is not None and value is not None else None
+    if node.type == "call_expression":
+        return _prototype_extension(node)
     if node.type == "assignment_statement" and node.named_child_count == 2:
         targets, values = node.named_children
         if targets.named_child_count == 1 and values.named_child_count == 1:
             return targets.named_children[0], values.named_children[0]
     return None
+
+
+def _prototype_extension(call):
+    """(prototype, object literal) of a call that gives the object's members to a prototype, as JavaScript before
+    classes adds methods (`_.extend(Model.prototype, Events, {...})`, `Object.assign(Foo.prototype, {...})`), else
+    None. The arguments after the prototype are names and objects, the literal last: `Object.defineProperty(
+    Foo.prototype, "size", { get () {...} })` gives one property its getter, not methods."""
+    args = call.child_by_field_name("arguments")
+    given = [a for a in args.named_children if not is_comment_like(a.type)] if args is not None else []
+    if len(given) < 2 or given[0].type != "member_expression" or given[-1].type != "object":
+        return None
+    prop = given[0].child_by_field_name("property")
+    if prop is None or prop.text != b"prototype":
+        return None
+    if any(a.type not in ("identifier", "member_expression", "object") for a in given[1:]):
+        return None
+    return given[0], given[-1]
 
 
 def _wrapped_function(value):

@@ -27,12 +27,13 @@ READING_KEY = "line_ends"  # meta: how the indexed files were read into lines an
 # `extern "C"` block is read for definitions, a `.h` file that shows C++ is C++, Kotlin, Swift, Scala and Lua
 # files are outlined (nodes/languages.py), and a function assigned to a name or held by an object literal's or a
 # class's field is a definition, led by a doc comment a blank line above it, one that CommonJS exports takes its
-# own name, and a constant made by a function called in place is defined by it (nodes/outline.py). An index records
+# own name, a function called in place defines its constant and is read through, and an object of methods given to a
+# prototype holds that type's methods (nodes/outline.py). An index records
 # the steps it was read with; its upgrade indexes again the files that a step it lacks reads otherwise
 # (pipelines/migrations.py resplit_read_otherwise).
 READING_STEPS = ("lf, crlf, cr", "notebook cells", 'C extern "C" blocks', "C++ headers named .h",
                  "Kotlin, Swift, Scala and Lua outlined", "functions assigned, and held by fields, doc comments apart",
-                 "CommonJS exports by their own names, functions called in place")
+                 "CommonJS exports by their own names, functions called in place, prototypes extended")
 READING = "; ".join(READING_STEPS)
 BATCH_FILES = 64
 BATCH_BYTES = 512 * 1024

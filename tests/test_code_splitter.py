@@ -146,6 +146,15 @@ const formats = {
   },
 };
 
+Object.assign(Wallet.prototype, {
+  pay(amount) {
+    return this.balance - amount;
+  },
+  refund(amount) {
+    return this.balance + amount;
+  },
+});
+
 (function () {
   // Registers the cart with the page.
   function register(cart) {
@@ -175,6 +184,9 @@ module.exports = function createCart(items) {
         Def("formats", "object", "const formats = {", "};", sig="const formats = {"),
         Def("formats.euros", "method", "/** Cents as euros. */", "},", "formats", sig="euros(cents) {"),
         Def("formats.plain", "method", "plain: function (cents) {", "},", "formats", sig="plain: function (cents) {"),
+        Def("Wallet", "object", "Object.assign(Wallet.prototype, {", "});", sig="Object.assign(Wallet.prototype, {"),
+        Def("Wallet.pay", "method", "pay(amount) {", "},", "Wallet", sig="pay(amount) {"),
+        Def("Wallet.refund", "method", "refund(amount) {", "},", "Wallet", sig="refund(amount) {"),
         Def("register", "function", "// Registers the cart with the page.", "}", sig="function register(cart) {"),
         Def("currency", "function", "/** Price formats, made once. */", "})();", sig="const currency = (function () {"),
         Def("createCart", "function", "module.exports = function createCart(items) {", "};",
@@ -1233,6 +1245,52 @@ def test_code_splitter_merged_definition_keeps_doc_comment_and_decorators(lang, 
         under = _parent_symbol(merged, holder)
         assert d.parent in (under or None, holder.metadata["symbol"]) or (d.parent or "").startswith(under), \
             f"{d.symbol}: held by {holder.metadata['symbol']} under {under!r}, expected under {d.parent!r}"
+
+
+# JavaScript that gives functions to something without defining methods: a record with one hook among its data, a
+# getter of one property, and a test's callbacks; and beside them the forms that do define (for the control).
+JS_NOT_DEFINITIONS = '''\
+const contains = {
+  keyword: "contains",
+  type: "array",
+  schemaType: ["object", "boolean"],
+  code(cxt) {
+    return cxt.ok();
+  },
+};
+
+Object.defineProperty(Wallet.prototype, "empty", {
+  get() {
+    return this.balance === 0;
+  },
+});
+
+describe("wallet", function () {
+  function fill(wallet) {
+    return wallet;
+  }
+  it("pays", function () {
+    fill(new Wallet());
+  });
+});
+
+Object.assign(Wallet.prototype, {
+  pay(amount) {
+    return this.balance - amount;
+  },
+});
+'''
+
+
+def test_code_splitter_javascript_data_getters_and_test_callbacks_stay_code(tmp_path, tokenizer_path) -> None:
+    """An object literal is a container of methods only when they are at least half of it, a call gives methods
+    to a prototype only with names and objects after it, and only a function called in place is read through:
+    the record's hook, a property's getter and a test's helper are no definitions (the prototype's method is)."""
+    root = write_files(tmp_path / "repo", {"lib/wallet.js": JS_NOT_DEFINITIONS})
+    nodes = CodeHierarchySplitter(tokenizer_path=tokenizer_path, min_tokens=0).split_document(
+        _document(root, "lib/wallet.js"))
+    symbols = {n.metadata["symbol"] for n in nodes if n.metadata["symbol"]}
+    assert symbols == {"Wallet", "Wallet.pay"}
 
 
 def test_code_splitter_floor_above_ceiling_is_refused(tokenizer_path) -> None:
