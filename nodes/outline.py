@@ -1,7 +1,8 @@
 """Outlines of a file: definitions from a tree-sitter AST, sections from Markdown/RST headings.
 
 An outline is a list of `Item`s with exact 1-based inclusive line ranges; the splitter turns
-it into parent and child nodes. Nothing here knows about LlamaIndex.
+it into parent and child nodes. The definitions that are values (a function assigned to a name, an
+object literal of functions) are read by nodes/values.py. Nothing here knows about LlamaIndex.
 """
 
 from __future__ import annotations
@@ -10,27 +11,13 @@ import re
 from dataclasses import dataclass, field
 
 from coderag.nodes.languages import GRAMMARS, Grammar, is_comment_like
+from coderag.nodes.values import assigned_value, bodies_called_in_place, declared_value, node_text
 
 CLASS_LIKE_KINDS = frozenset({"class", "impl", "trait", "interface", "struct", "module", "namespace", "enum",
                               "object"})  # an object literal that holds functions (JS, a Lua table)
 # Kinds of definition that declare a shape and do nothing: a TypeScript interface or type alias, an enum, a C,
 # Go or Rust struct or type. One that holds a method (a C++ struct with member functions) does something.
 DECLARATION_KINDS = frozenset({"interface", "type", "enum", "struct"})
-_FUNCTION_VALUE_TYPES = {"arrow_function": "function", "function_expression": "function", "function": "function",
-                         "generator_function": "function", "class": "class",
-                         "function_definition": "function"}  # Lua's `function (a) ... end` as a value
-# What an assignment may define: a plain name or a member (`exports.parse`, `Foo.prototype.bar`, Lua's `M.setup`),
-# or an object literal's key, not a computed one (`handlers[kind]`) or a string.
-_ASSIGNMENT_TARGETS = frozenset({"identifier", "member_expression", "dot_index_expression", "property_identifier"})
-# A member that gives its value to a name: an object literal's (JS's `pair`, Lua's `field`), a class field's
-# (TypeScript's `public_field_definition`, JavaScript's `field_definition`).
-_MEMBER_TYPES = frozenset({"pair", "field", "public_field_definition", "field_definition"})
-# An object literal: JS's `{ parse (s) {...} }`, Lua's `{ f = function () end }`.
-_OBJECT_TYPES = frozenset({"object", "table_constructor"})
-# `this.` and `self.` name the enclosing definition, which the symbol's prefix already does; `prototype` is how
-# JavaScript before classes spells a method (`Router.prototype.route` is Router's method `route`, and the object of
-# `Router.prototype = {...}` holds Router's methods).
-_TARGET_NOISE = re.compile(r"^(?:this|self)\.|\.prototype(?=\.|$)")
 
 
 @dataclass
@@ -63,10 +50,6 @@ def end_line(node) -> int:
     return row + 1
 
 
-def _text(node, src: bytes) -> str:
-    return src[node.start_byte:node.end_byte].decode("utf-8", "replace")
-
-
 def _declarator_name(node, src: bytes) -> str:
     """Walk C/C++ declarators down to the declared name (`int *foo(int)` -> foo, `A::m` -> A::m)."""
     for _ in range(16):
@@ -74,7 +57,7 @@ def _declarator_name(node, src: bytes) -> str:
             return "<anonymous>"
         if node.type in ("identifier", "field_identifier", "qualified_identifier", "operator_name",
                          "destructor_name", "type_identifier", "primitive_type"):
-            return _text(node, src)
+            return node_text(node, src)
         node = node.child_by_field_name("declarator") or (node.named_children[0] if node.named_children else None)
     return "<anonymous>"
 
@@ -88,7 +71,7 @@ def _go_receiver_type(node, src: bytes) -> str | None:
         while typ is not None and typ.type in ("pointer_type", "generic_type"):
             typ = typ.child_by_field_name("type") or (typ.named_children[0] if typ.named_children else None)
         if typ is not None:
-            return _text(typ, src)
+            return node_text(typ, src)
     return None
 
 
@@ -104,26 +87,26 @@ def _name_of(node, src: bytes, grammar: Grammar) -> str:
     t = node.type
     if t == "impl_item":
         typ = node.child_by_field_name("type")
-        return _text(typ, src) if typ is not None else "impl"
+        return node_text(typ, src) if typ is not None else "impl"
     if t == "type_declaration":
         for spec in node.named_children:
             name = spec.child_by_field_name("name")
             if name is not None:
-                return _text(name, src)
+                return node_text(name, src)
     if t == "method_declaration":
         recv = _go_receiver_type(node, src)
         name = node.child_by_field_name("name")
         if recv and name is not None:
-            return f"{recv}.{_text(name, src)}"
+            return f"{recv}.{node_text(name, src)}"
     name = node.child_by_field_name("name")
     if name is not None:
-        return _text(name, src)
+        return node_text(name, src)
     decl = node.child_by_field_name("declarator")
     if decl is not None:
         return _declarator_name(decl, src)
     name = next((c for c in node.named_children if c.type in grammar.name_types), None)
     if name is not None:
-        return _text(name, src)
+        return node_text(name, src)
     return "Companion" if t == "companion_object" else "<anonymous>"  # Kotlin names a companion so by default
 
 
@@ -141,147 +124,13 @@ def _as_definition(node, grammar: Grammar, src: bytes):
     if t in grammar.definitions:
         return node, grammar.definitions[t], _name_of(node, src, grammar), _body_of(node, grammar)
     if t in grammar.variable_declarations:
-        for decl in node.named_children:
-            value = decl.child_by_field_name("value")
-            if decl.type != "variable_declarator" or value is None:
-                continue
-            _, value = _innermost(None, value)  # `const proto = module.exports = {...}` holds the object
-            if value is None:
-                continue
-            name = decl.child_by_field_name("name")
-            found = _function_value(value, _text(name, src) if name is not None else "<anonymous>")
+        for declarator in node.named_children:
+            found = declared_value(declarator, src)
             if found is not None:
                 return found
     if t in grammar.assignments:
-        assigned = _assignment(node)
-        if assigned is not None and assigned[0].type in _ASSIGNMENT_TARGETS:
-            target, value = assigned
-            name = _TARGET_NOISE.sub("", _text(target, src))
-            own = value.child_by_field_name("name") if name in grammar.export_slots else None
-            return _function_value(value, _text(own, src) if own is not None else name)
+        return assigned_value(node, grammar, src)
     return None
-
-
-def _function_value(value, name: str):
-    """(value, kind, name, body) when `value` is a function or class, a call or `new` that wraps one, or an object
-    literal of functions (its own body: its members are its children)."""
-    if value.type in _FUNCTION_VALUE_TYPES:
-        return value, _FUNCTION_VALUE_TYPES[value.type], name, value.child_by_field_name("body")
-    if value.type in _OBJECT_TYPES and _holds_functions(value):
-        return value, "object", name, value
-    wrapped = _wrapped_function(value)
-    if wrapped is not None:
-        return value, "function", name, wrapped.child_by_field_name("body")
-    return None
-
-
-def _holds_functions(obj) -> bool:
-    """An object literal whose members are functions at least half of them: a module's or a prototype's methods
-    (`module.exports = { inspect () {...}, toJSON () {...} }`, a Lua module's table). One that is mostly data
-    with a hook or two (`{ keyword: "contains", type: "array", code (cxt) {...} }`) is a record, read as code."""
-    members = [m for m in obj.named_children if not is_comment_like(m.type)]
-    functions = sum(_is_function_member(m) for m in members)
-    return functions > 0 and 2 * functions >= len(members)
-
-
-def _is_function_member(member) -> bool:
-    """A method of an object literal (`parse (s) {...}`, `get header () {...}`), or a member whose value is a
-    function with a body (`parse: function (s) {...}`, Lua's `parse = function (s) ... end`); an arrow to one
-    expression (`message: ({params}) => str`...``) computes a value of the record."""
-    if member.type == "method_definition":
-        return True
-    value = member.child_by_field_name("value")
-    if value is None or _FUNCTION_VALUE_TYPES.get(value.type) != "function":
-        return False
-    body = value.child_by_field_name("body")
-    return value.type != "arrow_function" or (body is not None and body.type == "statement_block")
-
-
-def _assignment(node):
-    """(target, value) of a statement that assigns one value to one target, or None. JavaScript's statement
-    holds an `assignment_expression` (`exports = module.exports = f` assigns `module.exports`, the innermost);
-    Lua's `assignment_statement` (inside `local`'s `variable_declaration`) pairs a list of targets with one
-    of values; an object literal's member (JS's `pair`, Lua's `field`) gives its value to its key, a class
-    field (`handleClick = (e) => {...}`) to its name, and a call that extends a prototype its object literal to
-    the prototype (`_prototype_extension`)."""
-    if node.named_child_count == 1 and node.type in ("expression_statement", "variable_declaration"):
-        node = node.named_children[0]
-    if node.type in _MEMBER_TYPES:
-        target = next(filter(None, map(node.child_by_field_name, ("key", "name", "property"))), None)
-        value = node.child_by_field_name("value")
-        return (target, value) if target is not None and value is not None else None
-    if node.type == "assignment_expression":
-        target, value = _innermost(node.child_by_field_name("left"), node.child_by_field_name("right"))
-        return (target, value) if target is not None and value is not None else None
-    if node.type == "call_expression":
-        return _prototype_extension(node)
-    if node.type == "assignment_statement" and node.named_child_count == 2:
-        targets, values = node.named_children
-        if targets.named_child_count == 1 and values.named_child_count == 1:
-            return targets.named_children[0], values.named_children[0]
-    return None
-
-
-def _prototype_extension(call):
-    """(prototype, object literal) of a call that gives the object's members to a prototype, as JavaScript before
-    classes adds methods (`_.extend(Model.prototype, Events, {...})`, `Object.assign(Foo.prototype, {...})`), else
-    None. The arguments after the prototype are names and objects, the literal last: `Object.defineProperty(
-    Foo.prototype, "size", { get () {...} })` gives one property its getter, not methods."""
-    args = call.child_by_field_name("arguments")
-    given = [a for a in args.named_children if not is_comment_like(a.type)] if args is not None else []
-    if len(given) < 2 or given[0].type != "member_expression" or given[-1].type != "object":
-        return None
-    prop = given[0].child_by_field_name("property")
-    if prop is None or prop.text != b"prototype":
-        return None
-    if any(a.type not in ("identifier", "member_expression", "object") for a in given[1:]):
-        return None
-    return given[0], given[-1]
-
-
-def _wrapped_function(value):
-    """The function a call or `new` wraps, as in `const $ZodObject = core.$constructor("$ZodObject", (inst, def)
-    => {...})`, `const Button = forwardRef((props, ref) => ...)` or `const EMPTY = new Observable((s) => ...)`,
-    or the function it calls in place (`const ajax = (() => {... return create; })()`, the module pattern of
-    JavaScript before modules): the constant is defined by that function's body (the called one, else the longest
-    function argument), or None."""
-    if value.type not in ("call_expression", "new_expression"):
-        return None
-    called = _called_in_place(value)
-    if called is not None:
-        return called
-    args = value.child_by_field_name("arguments")
-    funcs = [a for a in (args.named_children if args is not None else [])
-             if _FUNCTION_VALUE_TYPES.get(a.type) == "function"]
-    return max(funcs, key=lambda f: f.end_point[0] - f.start_point[0], default=None)
-
-
-def _called_in_place(call):
-    """The function that `call` calls where it is written (`(() => {...})()`, `(function () {...})()`), or None."""
-    callee = call.child_by_field_name("function")
-    while callee is not None and callee.type == "parenthesized_expression" and callee.named_child_count == 1:
-        callee = callee.named_children[0]
-    return callee if callee is not None and _FUNCTION_VALUE_TYPES.get(callee.type) == "function" else None
-
-
-def _bodies_called_in_place(statement) -> list:
-    """The bodies of the functions a statement calls where it is written, which hold a file's code: a browser
-    script's `(function () { ... })();` and `!function () { ... }();`, and both functions of a UMD wrapper,
-    `(function (root, factory) { ... })(this, function (_) { ... })`. Empty for any other statement (a test's
-    `describe("...", function () {...})` calls a name)."""
-    if statement.type != "expression_statement" or statement.named_child_count != 1:
-        return []
-    expr = statement.named_children[0]
-    while expr.type in ("parenthesized_expression", "unary_expression") and expr.named_child_count == 1:
-        expr = expr.named_children[0]
-    called = _called_in_place(expr) if expr.type == "call_expression" else None
-    if called is None:
-        return []
-    args = expr.child_by_field_name("arguments")
-    functions = [called] + [a for a in (args.named_children if args is not None else [])
-                            if _FUNCTION_VALUE_TYPES.get(a.type) == "function"]
-    bodies = (f.child_by_field_name("body") for f in functions)
-    return [body for body in bodies if body is not None and body.type == "statement_block"]
 
 
 def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_kind: str | None) -> list[Item]:
@@ -291,7 +140,7 @@ def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_k
         if child.type in grammar.transparent:
             items.extend(_collect(child, grammar, src, lines, enclosing_kind))
             continue
-        bodies = _bodies_called_in_place(child) if enclosing_kind is None and child.type in grammar.assignments else []
+        bodies = bodies_called_in_place(child) if enclosing_kind is None and child.type in grammar.assignments else []
         if bodies:  # read through, as if the file's top level
             for body in bodies:
                 items.extend(_collect(body, grammar, src, lines, None))
@@ -326,13 +175,6 @@ def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_k
         children = _collect(body, grammar, src, lines, kind) if body is not None else []
         items.append(Item(start, end, kind, name, def_node.type in grammar.containers, children, head_end))
     return _drop_overlaps(items)
-
-
-def _innermost(target, value):
-    """The last (target, value) of a chained JavaScript assignment: `a = b = f` gives (b, f)."""
-    while value is not None and value.type == "assignment_expression":
-        target, value = value.child_by_field_name("left"), value.child_by_field_name("right")
-    return target, value
 
 
 # The bytes of a file in which `_leads` may join a doc comment to what it documents across blank lines: a

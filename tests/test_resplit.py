@@ -158,10 +158,10 @@ def _exports_by_slot(mp) -> None:
 
 
 def _no_calls_in_place(mp) -> None:
-    """The outline as an older coderag read it: a constant made by a function called in place was code."""
-    from coderag.nodes import outline
+    """The outline as an older coderag read it: a function called in place, and what it held, were code."""
+    from coderag.nodes import values
 
-    mp.setattr(outline, "_called_in_place", lambda call: None)
+    mp.setattr(values, "_called_in_place", lambda call: None)
 
 
 KOTLIN = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: Int, val y: Int) {\n"
