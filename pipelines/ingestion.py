@@ -28,9 +28,9 @@ READING_KEY = "line_ends"  # meta: how the indexed files were read into lines an
 # files are outlined (nodes/languages.py), and a function assigned to a name or held by an object literal's or a
 # class's field is a definition, led by a doc comment a blank line above it, one that CommonJS exports takes its
 # own name, a function called in place defines its constant and is read through, and an object of methods given to a
-# prototype holds that type's methods (nodes/outline.py). An index records
-# the steps it was read with; its upgrade indexes again the files that a step it lacks reads otherwise
-# (pipelines/migrations.py resplit_read_otherwise).
+# prototype holds that type's methods (nodes/outline.py, nodes/values.py). An index records the steps it was read
+# with; its upgrade indexes again the files that a step it lacks reads otherwise (pipelines/migrations.py
+# resplit_read_otherwise).
 READING_STEPS = ("lf, crlf, cr", "notebook cells", 'C extern "C" blocks', "C++ headers named .h",
                  "Kotlin, Swift, Scala and Lua outlined", "functions assigned, and held by fields, doc comments apart",
                  "CommonJS exports by their own names, functions called in place, prototypes extended")

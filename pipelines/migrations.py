@@ -45,7 +45,7 @@ ASSIGNED_NOTE = "files indexed again with the functions assigned to names or hel
 NAMED_VALUES_NOTE = "files indexed again with a named function or class that CommonJS exports under its own name, " \
                     "the definitions that functions called in place make and hold, and the methods given to a prototype"
 _EXTERN_C = b'extern "C"'
-# What the step of named values reads otherwise (nodes/outline.py): a named function or class assigned to `exports`
+# What the step of named values reads otherwise (nodes/values.py): a named function or class assigned to `exports`
 # or `module.exports` (nodes/languages.py export_slots), which took the slot's name; a value that calls a function in
 # place, `= (() => {` or `= (function () {`, which was code between definitions; a statement that does, whose
 # function held the whole file as one block, `(function () {` or `!function () {` starting a line; an object
