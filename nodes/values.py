@@ -164,22 +164,35 @@ def _called_in_place(call):
 
 def bodies_called_in_place(statement) -> list:
     """The bodies of the functions a statement calls where it is written, which hold a file's code: a browser
-    script's `(function () { ... })();` and `!function () { ... }();`, and both functions of a UMD wrapper,
-    `(function (root, factory) { ... })(this, function (_) { ... })`. Empty for any other statement (a test's
-    `describe("...", function () {...})` calls a name)."""
+    script's `(function () { ... })();` and `!function () { ... }();`, both functions of a UMD wrapper,
+    `(function (root, factory) { ... })(this, function (_) { ... })`, and the function of an AMD module
+    (`_defines_a_module`). Empty for any other statement (a test's `describe("...", function () {...})`)."""
     if statement.type != "expression_statement" or statement.named_child_count != 1:
         return []
     expr = statement.named_children[0]
     while expr.type in ("parenthesized_expression", "unary_expression") and expr.named_child_count == 1:
         expr = expr.named_children[0]
-    called = _called_in_place(expr) if expr.type == "call_expression" else None
-    if called is None:
+    if expr.type != "call_expression":
         return []
     args = expr.child_by_field_name("arguments")
-    functions = [called] + [a for a in (args.named_children if args is not None else [])
-                            if _FUNCTION_VALUE_TYPES.get(a.type) == "function"]
+    given = [a for a in args.named_children if not is_comment_like(a.type)] if args is not None else []
+    called = _called_in_place(expr)
+    if called is not None:
+        functions = [called] + [a for a in given if _FUNCTION_VALUE_TYPES.get(a.type) == "function"]
+    elif _defines_a_module(given):
+        functions = [given[-1]]
+    else:
+        return []
     bodies = (f.child_by_field_name("body") for f in functions)
     return [body for body in bodies if body is not None and body.type == "statement_block"]
+
+
+def _defines_a_module(given: list) -> bool:
+    """The arguments of an AMD module, `define(["./core", "./var/slice"], function (jQuery, slice) {...})` (or a
+    `require([...], function (...) {...})`): a list of module names, then the function that receives them and
+    holds the module's code."""
+    return (len(given) >= 2 and given[0].type == "array" and _FUNCTION_VALUE_TYPES.get(given[-1].type) == "function"
+            and all(e.type == "string" for e in given[0].named_children if not is_comment_like(e.type)))
 
 
 def _innermost(target, value):

@@ -48,14 +48,15 @@ _EXTERN_C = b'extern "C"'
 # What the step of named values reads otherwise (nodes/values.py): a named function or class assigned to `exports`
 # or `module.exports` (nodes/languages.py export_slots), which took the slot's name; a value that calls a function in
 # place, `= (() => {` or `= (function () {`, which was code between definitions; a statement that does, whose
-# function held the whole file as one block, `(function () {` or `!function () {` starting a line; an object
-# literal given to a prototype, `Foo.prototype = {` (named `Foo.prototype`) or `_.extend(Foo.prototype, {`. The patterns
+# function held the whole file as one block, `(function () {` or `!function () {` starting a line, or an AMD
+# module's, `define([` starting one; an object literal given to a prototype, `Foo.prototype = {` (named
+# `Foo.prototype`) or `_.extend(Foo.prototype, {`. The patterns
 # match more than that (a parenthesised sum): such a file is split again to the same chunks, and the embedding
 # cache keeps its vectors.
 _NAMED_VALUE = re.compile(rb"\bexports[ \t]*=[ \t]*(?:async[ \t]+)?(?:function\b[ \t*]*|class[ \t]+)[\w$]"
                           rb"|=[ \t]*\([ \t]*(?:async\b[ \t]*)?(?:function\b|\(|[\w$]+[ \t]*=>)"
                           rb"|(?m:^[ \t]*;?[ \t]*[(!][ \t]*(?:async\b[ \t]*)?(?:function\b|\())"
-                          rb"|\.prototype[ \t]*[=,]")
+                          rb"|\.prototype[ \t]*[=,]|(?m:^[ \t]*[\w$.]+[ \t]*\([ \t]*\[)")
 (_LINE_ENDS_STEP, _NOTEBOOKS_STEP, _EXTERN_C_STEP, _CPP_HEADERS_STEP, _OUTLINED_STEP, _ASSIGNED_STEP,
  _NAMED_VALUES_STEP) = READING_STEPS
 _LONE_CR = re.compile(rb"\r(?!\n)")

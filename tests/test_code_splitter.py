@@ -1293,6 +1293,19 @@ def test_code_splitter_javascript_data_getters_and_test_callbacks_stay_code(tmp_
     assert symbols == {"Wallet", "Wallet.pay"}
 
 
+def test_code_splitter_javascript_amd_module_is_read_inside(tmp_path, tokenizer_path) -> None:
+    """An AMD module's code is the function `define` is given after the list of its dependencies: its definitions
+    are the file's, where the whole file was one call."""
+    text = ('define(["./core", "./var/slice"], function (jQuery, slice) {\n'
+            '  function access(elems, fn) {\n    return slice.call(elems, fn);\n  }\n'
+            '  jQuery.access = function (elems) {\n    return access(elems, null);\n  };\n'
+            '  return jQuery;\n});\n')
+    root = write_files(tmp_path / "repo", {"src/core/access.js": text})
+    nodes = CodeHierarchySplitter(tokenizer_path=tokenizer_path, min_tokens=0).split_document(
+        _document(root, "src/core/access.js"))
+    assert {n.metadata["symbol"] for n in nodes if n.metadata["symbol"]} == {"access", "jQuery.access"}
+
+
 def test_code_splitter_floor_above_ceiling_is_refused(tokenizer_path) -> None:
     from pydantic import ValidationError
 

@@ -164,6 +164,13 @@ def _no_calls_in_place(mp) -> None:
     mp.setattr(values, "_called_in_place", lambda call: None)
 
 
+def _no_modules_read(mp) -> None:
+    """The outline as an older coderag read it: an AMD module's function, and what it held, were code."""
+    from coderag.nodes import values
+
+    mp.setattr(values, "_defines_a_module", lambda given: False)
+
+
 KOTLIN = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: Int, val y: Int) {\n"
           "    fun norm(): Int = x * x + y * y\n}\n")
 
@@ -202,7 +209,13 @@ KOTLIN = ("package demo\n\n/** A point on a plane. */\ndata class Point(val x: I
      "lib/umd.js", "parse", "lib/sum.js", _no_calls_in_place,
      "lf, crlf, cr; notebook cells; C extern \"C\" blocks; C++ headers named .h; Kotlin, Swift, Scala and Lua "
      "outlined; functions assigned, and held by fields, doc comments apart", NAMED_VALUES_NOTE),
-], ids=["extern-c", "cpp-header", "kotlin", "assigned-function", "commonjs-export", "called-in-place", "umd"])
+    ({"src/access.js": "define([\"./core\"], function (jQuery) {\n  function access(elems) {\n    return elems;\n"
+                       "  }\n  return jQuery;\n});\n",
+      "lib/sum.js": "const total = (a + b) * 2;\n"},
+     "src/access.js", "access", "lib/sum.js", _no_modules_read,
+     "lf, crlf, cr; notebook cells; C extern \"C\" blocks; C++ headers named .h; Kotlin, Swift, Scala and Lua "
+     "outlined; functions assigned, and held by fields, doc comments apart", NAMED_VALUES_NOTE),
+], ids=["extern-c", "cpp-header", "kotlin", "assigned-function", "commonjs-export", "called-in-place", "umd", "amd"])
 def test_an_upgrade_splits_again_the_files_an_older_reading_named_nothing_in(
         tmp_path: Path, files, changed, name, unchanged, patch, reading, note) -> None:
     """An index made by an older coderag holds a file it read otherwise without its definitions (a C header's
