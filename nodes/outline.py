@@ -15,6 +15,9 @@ from coderag.nodes.values import assigned_value, bodies_called_in_place, declare
 
 CLASS_LIKE_KINDS = frozenset({"class", "impl", "trait", "interface", "struct", "module", "namespace", "enum",
                               "object"})  # an object literal that holds functions (JS, a Lua table)
+# How deep definitions are read inside one another (and inside blocks read through). Real code nests a few levels;
+# a generated or hostile file nests thousands, past Python's stack, and its deeper definitions stay code.
+MAX_NESTING = 64
 # Kinds of definition that declare a shape and do nothing: a TypeScript interface or type alias, an enum, a C,
 # Go or Rust struct or type. One that holds a method (a C++ struct with member functions) does something.
 DECLARATION_KINDS = frozenset({"interface", "type", "enum", "struct"})
@@ -133,17 +136,20 @@ def _as_definition(node, grammar: Grammar, src: bytes):
     return None
 
 
-def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_kind: str | None) -> list[Item]:
+def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_kind: str | None,
+             depth: int = 0) -> list[Item]:
+    if depth > MAX_NESTING:
+        return []  # what lies deeper is code of the definition that holds it
     named = parent.named_children
     items: list[Item] = []
     for idx, child in enumerate(named):
         if child.type in grammar.transparent:
-            items.extend(_collect(child, grammar, src, lines, enclosing_kind))
+            items.extend(_collect(child, grammar, src, lines, enclosing_kind, depth + 1))
             continue
         bodies = bodies_called_in_place(child) if enclosing_kind is None and child.type in grammar.assignments else []
         if bodies:  # read through, as if the file's top level
             for body in bodies:
-                items.extend(_collect(body, grammar, src, lines, None))
+                items.extend(_collect(body, grammar, src, lines, None, depth + 1))
             continue
         found = _as_definition(child, grammar, src)
         if found is None:
@@ -172,7 +178,7 @@ def _collect(parent, grammar: Grammar, src: bytes, lines: list[str], enclosing_k
         else:
             head_end = def_line
         head_end = max(min(head_end, end), start)
-        children = _collect(body, grammar, src, lines, kind) if body is not None else []
+        children = _collect(body, grammar, src, lines, kind, depth + 1) if body is not None else []
         items.append(Item(start, end, kind, name, def_node.type in grammar.containers, children, head_end))
     return _drop_overlaps(items)
 

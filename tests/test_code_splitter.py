@@ -1306,6 +1306,26 @@ def test_code_splitter_javascript_amd_module_is_read_inside(tmp_path, tokenizer_
     assert {n.metadata["symbol"] for n in nodes if n.metadata["symbol"]} == {"access", "jQuery.access"}
 
 
+@pytest.mark.parametrize("opening, closing", [("function f{}() {{", "}}"), ("(function () {{", "}})();")],
+                         ids=["functions", "called-in-place"])
+def test_code_splitter_nesting_past_the_stack_is_split_as_deep_as_the_outline_reads(
+        opening, closing, tmp_path, tokenizer_path) -> None:
+    """A file nested a thousand levels deep (generated, or hostile) is split, every line in a leaf: definitions
+    are read MAX_NESTING levels deep and what lies deeper is their code, where reading it all ran out of stack."""
+    from coderag.nodes.outline import MAX_NESTING
+
+    depth = 1200  # past Python's default stack of 1,000 frames, one level a frame at least
+    text = "".join(opening.format(i) + "\n" for i in range(depth)) + "return 1;\n" + (closing.format() + "\n") * depth
+    root = write_files(tmp_path / "repo", {"gen/deep.js": text})
+    nodes = CodeHierarchySplitter(tokenizer_path=tokenizer_path).split_document(_document(root, "gen/deep.js"))
+    leaves = [n for n in nodes if n.metadata["is_leaf"]]
+    covered = {i for n in leaves for i in range(n.metadata["start_line"], n.metadata["end_line"] + 1)}
+    lines = text.splitlines()
+    assert not [i for i in range(1, len(lines) + 1) if i not in covered and not _is_filler(lines[i - 1])]
+    depths = [n.metadata["symbol"].count(".") for n in nodes if n.metadata["symbol"]]
+    assert max(depths, default=None) == (MAX_NESTING if opening.startswith("function") else None)
+
+
 def test_code_splitter_floor_above_ceiling_is_refused(tokenizer_path) -> None:
     from pydantic import ValidationError
 
