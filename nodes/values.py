@@ -89,7 +89,7 @@ def _is_function_member(member) -> bool:
     if member.type == "method_definition":
         return True
     value = member.child_by_field_name("value")
-    if value is None or _FUNCTION_VALUE_TYPES.get(value.type) != "function":
+    if value is None or not _is_function(value):
         return False
     body = value.child_by_field_name("body")
     return value.type != "arrow_function" or (body is not None and body.type == "statement_block")
@@ -125,8 +125,7 @@ def _prototype_extension(call):
     classes adds methods (`_.extend(Model.prototype, Events, {...})`, `Object.assign(Foo.prototype, {...})`), else
     None. The arguments after the prototype are names and objects, the literal last: `Object.defineProperty(
     Foo.prototype, "size", { get () {...} })` gives one property its getter, not methods."""
-    args = call.child_by_field_name("arguments")
-    given = [a for a in args.named_children if not is_comment_like(a.type)] if args is not None else []
+    given = _arguments(call)
     if len(given) < 2 or given[0].type != "member_expression" or given[-1].type != "object":
         return None
     prop = given[0].child_by_field_name("property")
@@ -148,9 +147,7 @@ def _wrapped_function(value):
     called = _called_in_place(value)
     if called is not None:
         return called
-    args = value.child_by_field_name("arguments")
-    funcs = [a for a in (args.named_children if args is not None else [])
-             if _FUNCTION_VALUE_TYPES.get(a.type) == "function"]
+    funcs = [a for a in _arguments(value) if _is_function(a)]
     return max(funcs, key=lambda f: f.end_point[0] - f.start_point[0], default=None)
 
 
@@ -159,7 +156,7 @@ def _called_in_place(call):
     callee = call.child_by_field_name("function")
     while callee is not None and callee.type == "parenthesized_expression" and callee.named_child_count == 1:
         callee = callee.named_children[0]
-    return callee if callee is not None and _FUNCTION_VALUE_TYPES.get(callee.type) == "function" else None
+    return callee if callee is not None and _is_function(callee) else None
 
 
 def bodies_called_in_place(statement) -> list:
@@ -174,11 +171,10 @@ def bodies_called_in_place(statement) -> list:
         expr = expr.named_children[0]
     if expr.type != "call_expression":
         return []
-    args = expr.child_by_field_name("arguments")
-    given = [a for a in args.named_children if not is_comment_like(a.type)] if args is not None else []
+    given = _arguments(expr)
     called = _called_in_place(expr)
     if called is not None:
-        functions = [called] + [a for a in given if _FUNCTION_VALUE_TYPES.get(a.type) == "function"]
+        functions = [called] + [a for a in given if _is_function(a)]
     elif _defines_a_module(given):
         functions = [given[-1]]
     else:
@@ -191,8 +187,19 @@ def _defines_a_module(given: list) -> bool:
     """The arguments of an AMD module, `define(["./core", "./var/slice"], function (jQuery, slice) {...})` (or a
     `require([...], function (...) {...})`): a list of module names, then the function that receives them and
     holds the module's code."""
-    return (len(given) >= 2 and given[0].type == "array" and _FUNCTION_VALUE_TYPES.get(given[-1].type) == "function"
+    return (len(given) >= 2 and given[0].type == "array" and _is_function(given[-1])
             and all(e.type == "string" for e in given[0].named_children if not is_comment_like(e.type)))
+
+
+def _is_function(node) -> bool:
+    """A function as a value (`function () {...}`, an arrow, Lua's `function () ... end`), not a class."""
+    return _FUNCTION_VALUE_TYPES.get(node.type) == "function"
+
+
+def _arguments(call) -> list:
+    """The arguments of a call or `new`, comments left out."""
+    args = call.child_by_field_name("arguments")
+    return [a for a in args.named_children if not is_comment_like(a.type)] if args is not None else []
 
 
 def _innermost(target, value):

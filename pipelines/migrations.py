@@ -50,9 +50,8 @@ _EXTERN_C = b'extern "C"'
 # place, `= (() => {` or `= (function () {`, which was code between definitions; a statement that does, whose
 # function held the whole file as one block, `(function () {` or `!function () {` starting a line, or an AMD
 # module's, `define([` starting one; an object literal given to a prototype, `Foo.prototype = {` (named
-# `Foo.prototype`) or `_.extend(Foo.prototype, {`. The patterns
-# match more than that (a parenthesised sum): such a file is split again to the same chunks, and the embedding
-# cache keeps its vectors.
+# `Foo.prototype`) or `_.extend(Foo.prototype, {`. The patterns match more than that (a parenthesised sum): such a
+# file is split again to the same chunks, and the embedding cache keeps its vectors.
 _NAMED_VALUE = re.compile(rb"\bexports[ \t]*=[ \t]*(?:async[ \t]+)?(?:function\b[ \t*]*|class[ \t]+)[\w$]"
                           rb"|=[ \t]*\([ \t]*(?:async\b[ \t]*)?(?:function\b|\(|[\w$]+[ \t]*=>)"
                           rb"|(?m:^[ \t]*;?[ \t]*[(!][ \t]*(?:async\b[ \t]*)?(?:function\b|\())"
